@@ -1,0 +1,2 @@
+//! rtx-bench: the benchmark driver (see `cargo xtask bench`).
+fn main() {}

@@ -1,0 +1,16 @@
+//! rtx-synthesis: turns an operation into the fastest kernel it can find for the GPU at hand.
+//!
+//! - [`profiler`]: detect the GPU, measure its real ceilings, datasheet database.
+//! - [`templates`]: parameterized kernels emitted as CUDA C++ from typed configs.
+//! - [`aot`]: NVRTC to cubin, resource reports, a content-addressed on-disk cache, bundles.
+//! - [`tuner`]: search a template's space by real measurement; the persistent tuning database.
+
+pub mod aot;
+pub mod dtype;
+pub mod profiler;
+pub mod target;
+pub mod templates;
+pub mod tuner;
+
+pub use dtype::DType;
+pub use target::Arch;

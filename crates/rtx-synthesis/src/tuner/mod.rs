@@ -1,0 +1,1 @@
+//! tuner (in progress).
