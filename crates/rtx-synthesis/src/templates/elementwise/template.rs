@@ -25,7 +25,7 @@ use crate::{Arch, DType};
 pub struct ElementwiseTemplate;
 
 /// Registers per thread ptxas needs beyond the cached values (indices, pointers, temporaries).
-const REGISTER_OVERHEAD: u32 = 40;
+const REGISTER_OVERHEAD: u32 = 32;
 
 /// A typical SM count for an architecture, used only to seed grid-stride grid sizes.
 fn typical_sm_count(arch: Arch) -> u32 {
@@ -109,6 +109,18 @@ impl ElementwiseTemplate {
             .count() as u32;
         config.unroll * (config.vec * vec_inputs + col_inputs)
             + config.vec * problem.graph.outputs.len() as u32
+    }
+
+    /// Estimated registers per thread (live floats plus overhead, rounded up to 8).
+    pub fn estimated_registers(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
+        (Self::live_floats(problem, config) + REGISTER_OVERHEAD).div_ceil(8) * 8
+    }
+
+    /// The `minBlocksPerSM` of `__launch_bounds__`: as many blocks as the estimated register
+    /// use allows, so ptxas neither spills to reach a higher occupancy target nor hoards registers.
+    pub fn min_blocks_per_sm(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
+        let est = Self::estimated_registers(problem, config).max(1);
+        (65536 / (config.threads.max(32) * est)).clamp(1, 32)
     }
 
     /// The kernel's entry-point name for this problem and config.
@@ -295,7 +307,7 @@ impl ElementwiseTemplate {
         call.extend((0..g.outputs.len()).map(|o| format!("out{o}")));
         let call = call.join(", ");
         w.open(format!(
-            "extern \"C\" __global__ void __launch_bounds__(THREADS) {entry}({})",
+            "extern \"C\" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) {entry}({})",
             params.join(", ")
         ));
         w.line("const rtx_idx n = (rtx_idx)rows * (rtx_idx)cols;");
@@ -504,6 +516,11 @@ impl Template for ElementwiseTemplate {
         write_math_prelude(&mut w);
         w.line("");
         w.constant("int", "THREADS", config.threads);
+        w.constant(
+            "int",
+            "MIN_BLOCKS",
+            Self::min_blocks_per_sm(problem, config),
+        );
         w.constant("int", "UNROLL", config.unroll);
         w.constant("int", "VEC", config.vec);
         w.line(format!(
@@ -635,9 +652,10 @@ mod tests {
         let p = bias_gelu(DType::Bf16, 64, 64);
         let c = t.default_config(&p, Arch::Sm90a);
         let s = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        assert!(s
-            .code
-            .contains(&format!("void __launch_bounds__(THREADS) {}(", s.entry)));
+        assert!(s.code.contains(&format!(
+            "void __launch_bounds__(THREADS, MIN_BLOCKS) {}(",
+            s.entry
+        )));
         assert!(s.code.contains("rtx_tile<VEC>(") && s.code.contains("rtx_tile<1>("));
         assert!(
             s.code.contains("rtx_aligned<16>(in0)") && s.code.contains("rtx_aligned<16>(out0)")
