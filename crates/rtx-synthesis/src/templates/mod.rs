@@ -7,6 +7,7 @@
 pub mod codegen;
 pub mod elementwise;
 pub mod gemm;
+pub mod reduce;
 
 use crate::Arch;
 use serde::{de::DeserializeOwned, Serialize};

@@ -48,9 +48,11 @@ template <int A> __device__ __forceinline__ bool rtx_aligned(const void* p) {
 }
 
 // Loads V consecutive elements of T starting at p (which must be aligned to min(16, V*sizeof(T)))
-// and widens them to f32. NC selects the read-only (non-coherent) path; use NC=false for data
-// this kernel itself wrote.
-template <typename T, int V, bool NC = true>
+// and widens them to f32. Plain loads on purpose: NVVM turns them into ld.global.nc when the
+// data is only read through `const __restrict__` kernel parameters, and (unlike __ldg, which
+// is inline asm) folds constant offsets into the instruction, so unrolled loads share one base
+// register. Data the kernel itself writes is read coherently.
+template <typename T, int V>
 __device__ __forceinline__ void rtx_ld(const T* p, float (&f)[V]) {
   constexpr int B = V * (int)sizeof(T);
   T t[V];
@@ -58,17 +60,17 @@ __device__ __forceinline__ void rtx_ld(const T* p, float (&f)[V]) {
     static_assert(B % 16 == 0, "vector width");
     uint4 r[B / 16];
 #pragma unroll
-    for (int k = 0; k < B / 16; ++k) r[k] = NC ? __ldg(reinterpret_cast<const uint4*>(p) + k) : reinterpret_cast<const uint4*>(p)[k];
+    for (int k = 0; k < B / 16; ++k) r[k] = reinterpret_cast<const uint4*>(p)[k];
     memcpy(t, r, B);
   } else if constexpr (B == 8) {
-    uint2 r = NC ? __ldg(reinterpret_cast<const uint2*>(p)) : *reinterpret_cast<const uint2*>(p);
+    const uint2 r = *reinterpret_cast<const uint2*>(p);
     memcpy(t, &r, 8);
   } else if constexpr (B == 4) {
-    unsigned r = NC ? __ldg(reinterpret_cast<const unsigned*>(p)) : *reinterpret_cast<const unsigned*>(p);
+    const unsigned r = *reinterpret_cast<const unsigned*>(p);
     memcpy(t, &r, 4);
   } else {
     static_assert(B == 2, "vector width");
-    unsigned short r = NC ? __ldg(reinterpret_cast<const unsigned short*>(p)) : *reinterpret_cast<const unsigned short*>(p);
+    const unsigned short r = *reinterpret_cast<const unsigned short*>(p);
     memcpy(t, &r, 2);
   }
 #pragma unroll
@@ -76,9 +78,9 @@ __device__ __forceinline__ void rtx_ld(const T* p, float (&f)[V]) {
 }
 
 // One element, widened to f32.
-template <typename T, bool NC = true> __device__ __forceinline__ float rtx_ld1(const T* p) {
+template <typename T> __device__ __forceinline__ float rtx_ld1(const T* p) {
   float f[1];
-  rtx_ld<T, 1, NC>(p, f);
+  rtx_ld<T, 1>(p, f);
   return f[0];
 }
 
