@@ -1,0 +1,123 @@
+//! Compiles wgmma GEMM configs for sm_90a with NVRTC and checks the ptxas resource report:
+//! no spills, registers within the launch / `setmaxnreg` budgets, wgmma and TMA present.
+
+use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
+use rtx_synthesis::templates::Template;
+use rtx_synthesis::{Arch, DType};
+
+fn toolchain_or_skip(test: &str) -> bool {
+    match Toolchain::get() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("SKIP {test}: {e}");
+            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+            false
+        }
+    }
+}
+
+/// The number after `key` on the ptxas line that names `entry` (e.g. "Used 168 registers").
+fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
+    let mut in_entry = false;
+    for line in log.lines() {
+        if line.contains("Compiling entry function") || line.contains("Function properties for") {
+            in_entry = line.contains(entry);
+        }
+        if in_entry {
+            if let Some(pos) = line.find(before) {
+                let head = &line[..pos];
+                let num: String =
+                    head.trim_end().chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
+                if let Ok(n) = num.parse() {
+                    return Some(n);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
+    let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+    assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32", c.wgmma_n)));
+    assert!(src.code.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"));
+    let out = match aot::compile(&src, Arch::Sm90a) {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(&out.cubin[..4], b"\x7fELF");
+    let log = &out.log;
+    if std::env::var_os("RTX_SHOW_PTXAS").is_some() {
+        eprintln!("{}\n{log}", src.entry);
+    }
+    let regs = ptxas_number(log, &src.entry, "registers").unwrap_or_else(|| panic!("no register line for {}:\n{log}", src.entry));
+    let spill_st = ptxas_number(log, &src.entry, "bytes spill stores").unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let spill_ld = ptxas_number(log, &src.entry, "bytes spill loads").unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let stack = ptxas_number(log, &src.entry, "bytes stack frame").unwrap_or(0);
+    assert_eq!((spill_st, spill_ld), (0, 0), "{} spills:\n{log}", src.entry);
+    assert_eq!(stack, 0, "{} uses a stack frame:\n{log}", src.entry);
+    // The launch allocation must cover what setmaxnreg hands out, and fit one block per SM.
+    let threads = c.threads() as u64;
+    let budget = 128 * (40 + c.consumers as u64 * c.consumer_regs() as u64);
+    assert!(regs * threads >= budget, "{}: {regs} regs x {threads} threads < setmaxnreg budget {budget}", src.entry);
+    assert!(regs * threads <= 65536, "{}: {regs} regs x {threads} threads exceed the SM", src.entry);
+    assert!(!log.contains("wgmma.mma_async instructions are serialized"), "{} serializes wgmma:\n{log}", src.entry);
+    eprintln!("{}: {regs} regs, smem {} B, log:\n{log}", src.entry, c.smem_bytes());
+}
+
+fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8 }
+}
+
+#[test]
+fn default_config_compiles_without_spills() {
+    if !toolchain_or_skip("default_config_compiles_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
+    compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
+}
+
+#[test]
+fn tile_shapes_layouts_and_clusters_compile() {
+    if !toolchain_or_skip("tile_shapes_layouts_and_clusters_compile") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let cases = [
+        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 256, 2, 256, 4, 1)),
+        (DType::F16, Layout::Row, Layout::Col, cfg(128, 128, 1, 128, 6, 1)),
+        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 128, 2, 64, 5, 2)),
+        (DType::Bf16, Layout::Col, Layout::Col, cfg(64, 256, 1, 128, 4, 1)),
+        (DType::F16, Layout::Col, Layout::Row, cfg(256, 128, 2, 128, 4, 2)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(64, 64, 1, 64, 6, 1)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 192, 2, 192, 4, 1)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 256, 2, 128, 4, 2)),
+    ];
+    for (dtype, la, lb, c) in cases {
+        let p = GemmProblem::new(1000, 1000, 1000, dtype, la, lb);
+        let p = GemmProblem { lda: p.lda.next_multiple_of(8), ldb: p.ldb.next_multiple_of(8), ..p };
+        compile_and_check(&t, &p, &c);
+    }
+}
+
+#[test]
+fn fused_epilogues_compile() {
+    if !toolchain_or_skip("fused_epilogues_compile") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let acts = [Activation::Relu, Activation::GeluTanh, Activation::GeluErf, Activation::Silu];
+    for (i, act) in acts.into_iter().enumerate() {
+        let mut p = GemmProblem::nn(512, 512, 512, if i % 2 == 0 { DType::Bf16 } else { DType::F16 });
+        p.epilogue.beta = 0.5;
+        p.epilogue.bias = true;
+        p.epilogue.activation = act;
+        p.epilogue.residual = i % 2 == 0;
+        p.epilogue.out_dtype = if i == 3 { DType::F32 } else { p.dtype };
+        compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
+    }
+}
