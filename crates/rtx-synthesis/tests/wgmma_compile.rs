@@ -121,3 +121,17 @@ fn fused_epilogues_compile() {
         compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
     }
 }
+
+#[test]
+fn dump_source_when_asked() {
+    // RTX_DUMP_WGMMA=1 prints one generated kernel (for review); always checks it is non-empty.
+    let t = WgmmaGemm::default();
+    let p = GemmProblem::nn(1000, 1000, 1000, DType::Bf16);
+    let p = GemmProblem { ldb: 1000, ..p };
+    let c = cfg(128, 256, 2, 128, 4, 2);
+    let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+    assert!(src.code.contains(&src.entry));
+    if std::env::var_os("RTX_DUMP_WGMMA").is_some() {
+        eprintln!("{}", src.code);
+    }
+}
