@@ -43,6 +43,18 @@ fn gpu(name: &str) -> Option<Gpu> {
     None
 }
 
+/// Loads a module, failing with the driver / NVRTC versions (a PTX ISA newer than the driver
+/// supports shows up here as CUDA_ERROR_UNSUPPORTED_PTX_VERSION).
+fn load(g: &Gpu, image: &[u8], what: &str) -> rtx_runtime::Module {
+    g.dev.load_module(image).unwrap_or_else(|e| {
+        panic!(
+            "loading {what} failed: {e} (driver {:?}, NVRTC {:?})",
+            g.dev.info().driver_version,
+            g.dev.info().nvrtc_version
+        )
+    })
+}
+
 /// Deterministic pseudo-random numbers (xorshift64*), no extra dependency.
 struct Rng(u64);
 impl Rng {
@@ -347,10 +359,7 @@ fn launch_limits_are_refused_before_the_driver() {
     let Some(g) = gpu("launch_limits_are_refused_before_the_driver") else {
         return;
     };
-    let m = g
-        .dev
-        .load_module(NOOP_PTX.as_bytes())
-        .expect("load hand-written PTX");
+    let m = load(&g, NOOP_PTX.as_bytes(), "hand-written noop PTX");
     let f = m.function("noop").expect("function noop");
     let attrs = f.attributes().unwrap();
     eprintln!("noop attributes: {attrs:?}");
@@ -468,10 +477,7 @@ fn nvrtc_kernel_runs_over_a_million_elements() {
         return;
     }
     let ptx = rtx_runtime::cudarc::nvrtc::compile_ptx(AXPB_SRC).expect("NVRTC compile of axpb");
-    let m = g
-        .dev
-        .load_module(ptx.to_src().as_bytes())
-        .expect("load NVRTC PTX");
+    let m = load(&g, ptx.to_src().as_bytes(), "NVRTC PTX of axpb");
     let f = m.function("axpb").expect("function axpb");
     eprintln!("axpb: {} registers", f.num_regs().unwrap());
     const N: usize = 1 << 20;
@@ -581,7 +587,6 @@ fn run_gemm(g: &Gpu, blas: &Blas, mut p: BlasGemm, rng: &mut Rng) -> f64 {
             b64 = bh.iter().map(|x| x.to_f64()).collect();
         }
     }
-    let c_out: Vec<f64>;
     match (p.dtype, p.c_f32) {
         (BlasDtype::F32 | BlasDtype::Tf32, _) | (_, true) => {
             dc.upload(&cf, &g.stream).unwrap();
@@ -602,32 +607,26 @@ fn run_gemm(g: &Gpu, blas: &Blas, mut p: BlasGemm, rng: &mut Rng) -> f64 {
     p.b = db.ptr();
     p.c = dc.ptr();
     blas.gemm(&p).unwrap_or_else(|e| panic!("gemm {p:?}: {e}"));
-    match (p.dtype, p.c_f32) {
-        (BlasDtype::F32 | BlasDtype::Tf32, _) | (_, true) => {
-            c_out = dc
-                .download::<f32>(&g.stream)
-                .unwrap()
-                .iter()
-                .map(|&x| x as f64)
-                .collect();
-        }
-        (BlasDtype::Bf16, false) => {
-            c_out = dc
-                .download::<half::bf16>(&g.stream)
-                .unwrap()
-                .iter()
-                .map(|x| x.to_f64())
-                .collect();
-        }
-        (BlasDtype::F16, false) => {
-            c_out = dc
-                .download::<half::f16>(&g.stream)
-                .unwrap()
-                .iter()
-                .map(|x| x.to_f64())
-                .collect();
-        }
-    }
+    let c_out: Vec<f64> = match (p.dtype, p.c_f32) {
+        (BlasDtype::F32 | BlasDtype::Tf32, _) | (_, true) => dc
+            .download::<f32>(&g.stream)
+            .unwrap()
+            .iter()
+            .map(|&x| x as f64)
+            .collect(),
+        (BlasDtype::Bf16, false) => dc
+            .download::<half::bf16>(&g.stream)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f64())
+            .collect(),
+        (BlasDtype::F16, false) => dc
+            .download::<half::f16>(&g.stream)
+            .unwrap()
+            .iter()
+            .map(|x| x.to_f64())
+            .collect(),
+    };
     let mut want = c64.clone();
     for bi in 0..p.batch {
         let r = gemm_ref(&p, &a64, &b64, &c64, bi);
@@ -787,4 +786,114 @@ fn tensor_map_encodes_for_a_real_buffer() {
     let mut args = KernelArgs::new();
     args.bytes(&map, rtx_runtime::tensor_map::TENSOR_MAP_ALIGN);
     assert!(args.error().is_none());
+}
+
+const TMA_SRC: &str = r#"
+struct alignas(64) TMap { unsigned long long v[16]; };
+extern "C" __global__ void tma_tile(const __grid_constant__ TMap map, float* out, int r0, int c0) {
+    __shared__ alignas(128) float tile[32 * 32];
+    __shared__ alignas(8) unsigned long long bar;
+    unsigned bar_addr = (unsigned)__cvta_generic_to_shared(&bar);
+    unsigned smem = (unsigned)__cvta_generic_to_shared(tile);
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar_addr));
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                     :: "r"(bar_addr), "r"(32 * 32 * 4) : "memory");
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3}], [%4];"
+                     :: "r"(smem), "l"(&map), "r"(c0), "r"(r0), "r"(bar_addr) : "memory");
+    }
+    asm volatile("{\n"
+                 ".reg .pred P1;\n"
+                 "TMA_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra TMA_DONE;\n"
+                 "bra TMA_WAIT;\n"
+                 "TMA_DONE:\n"
+                 "}\n" :: "r"(bar_addr), "r"(0) : "memory");
+    for (int i = threadIdx.x; i < 32 * 32; i += blockDim.x) out[i] = tile[i];
+}
+"#;
+
+/// End-to-end TMA: a tile loaded through an encoded map must match the tensor, with zeros out of
+/// bounds (this checks the dimension order and stride encoding of `encode_tensor_map_2d`).
+#[test]
+fn tensor_map_drives_a_real_tma_load() {
+    let Some(g) = gpu("tensor_map_drives_a_real_tma_load") else {
+        return;
+    };
+    if g.dev.info().compute_capability.0 < 9 {
+        eprintln!("SKIP tensor_map_drives_a_real_tma_load: TMA needs sm_90+");
+        return;
+    }
+    // SAFETY: only tries to dlopen libnvrtc.
+    if !unsafe { rtx_runtime::cudarc::nvrtc::sys::is_culib_present() } {
+        eprintln!("SKIP tensor_map_drives_a_real_tma_load: libnvrtc not loadable");
+        return;
+    }
+    let opts = rtx_runtime::cudarc::nvrtc::CompileOptions {
+        arch: Some("compute_90"),
+        ..Default::default()
+    };
+    let ptx = rtx_runtime::cudarc::nvrtc::compile_ptx_with_opts(TMA_SRC, opts)
+        .expect("NVRTC compile of tma_tile");
+    let m = g
+        .dev
+        .load_module(ptx.to_src().as_bytes())
+        .expect("load tma PTX");
+    let f = m.function("tma_tile").expect("function tma_tile");
+    let (rows, cols) = (100usize, 72usize);
+    let host: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i / cols) * 1000 + i % cols) as f32)
+        .collect();
+    let mut src = g.dev.alloc(host.len() * 4, &g.stream).unwrap();
+    src.upload(&host, &g.stream).unwrap();
+    let desc = TensorMap2d::new(
+        src.ptr(),
+        TensorMapDtype::F32,
+        rows as u64,
+        cols as u64,
+        32,
+        32,
+        Swizzle::None,
+    );
+    let map = encode_tensor_map_2d(&desc).expect("encode f32 32x32 tile map");
+    for (r0, c0) in [(0i32, 0i32), (40, 16), (80, 48)] {
+        let mut out = g.dev.alloc(32 * 32 * 4, &g.stream).unwrap();
+        out.fill_u8(0xFF, &g.stream).unwrap();
+        let mut args = KernelArgs::new();
+        args.bytes(&map, rtx_runtime::tensor_map::TENSOR_MAP_ALIGN)
+            .ptr(&out)
+            .i32(r0)
+            .i32(c0);
+        // SAFETY: arguments match `tma_tile(TMap, float*, int, int)`; `out` holds 32x32 floats.
+        unsafe {
+            f.launch(
+                &g.stream,
+                &LaunchConfig::new([1, 1, 1], [128, 1, 1], 0),
+                &mut args,
+            )
+        }
+        .expect("launch tma_tile");
+        let tile: Vec<f32> = out.download(&g.stream).expect("download tile");
+        for i in 0..32 {
+            for j in 0..32 {
+                let (r, c) = (r0 as usize + i, c0 as usize + j);
+                let want = if r < rows && c < cols {
+                    host[r * cols + c]
+                } else {
+                    0.0
+                };
+                let got = tile[i * 32 + j];
+                assert!(
+                    got == want,
+                    "TMA tile at ({r0},{c0}): element ({i},{j}) = {got}, want {want}"
+                );
+            }
+        }
+    }
 }
