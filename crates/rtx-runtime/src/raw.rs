@@ -352,13 +352,31 @@ pub(crate) fn event_query(e: sys::CUevent) -> Result<bool, RuntimeError> {
     check("cuEventQuery", r).map(|_| true)
 }
 
-/// `cuEventElapsedTime` in milliseconds.
+/// `cuEventElapsedTime` in milliseconds. The `_v2` entry point only exists in drivers >= 12.8,
+/// and cudarc would panic on a missing symbol, so the symbol is looked up here (v2, else v1).
 pub(crate) fn event_elapsed(start: sys::CUevent, end: sys::CUevent) -> Result<f32, RuntimeError> {
+    type F = unsafe extern "C" fn(*mut f32, sys::CUevent, sys::CUevent) -> sys::CUresult;
+    static SYM: OnceLock<Option<F>> = OnceLock::new();
+    let f = SYM.get_or_init(|| {
+        // SAFETY: the driver library is present (a Device exists); the symbols have this C type.
+        let lib = unsafe { sys::culib() };
+        [
+            &b"cuEventElapsedTime_v2\0"[..],
+            &b"cuEventElapsedTime\0"[..],
+        ]
+        .iter()
+        // SAFETY: as above.
+        .find_map(|name| unsafe { lib.get::<F>(*name) }.ok().map(|s| *s))
+    });
+    let Some(f) = f else {
+        return Err(RuntimeError::Driver {
+            op: "cuEventElapsedTime",
+            code: "symbol not found in libcuda".into(),
+        });
+    };
     let mut ms = 0f32;
     // SAFETY: valid out pointer; both events live.
-    check("cuEventElapsedTime", unsafe {
-        sys::cuEventElapsedTime_v2(&mut ms, start, end)
-    })?;
+    check("cuEventElapsedTime", unsafe { f(&mut ms, start, end) })?;
     Ok(ms)
 }
 

@@ -16,8 +16,9 @@ impl RawAllocator for CudaBackend {
     fn alloc(&mut self, bytes: usize) -> Result<u64, RuntimeError> {
         raw::bind(self.ctx)?;
         raw::mem_alloc(bytes).map_err(|r| {
-            if raw::is_oom(r) {
-                let (free, total) = raw::mem_info().unwrap_or((0, 0));
+            let (free, total) = raw::mem_info().unwrap_or((0, 0));
+            // Some drivers answer an impossible size with INVALID_VALUE; it is still OOM.
+            if raw::is_oom(r) || (total > 0 && bytes > total) {
                 RuntimeError::OutOfMemory {
                     requested: bytes,
                     free,
