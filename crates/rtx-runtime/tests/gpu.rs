@@ -132,9 +132,10 @@ fn device_info_is_sane() {
         free > 0 && free <= total,
         "mem_info free {free} total {total}"
     );
-    assert_eq!(
-        total as u64, i.total_mem,
-        "mem_info total vs cuDeviceTotalMem"
+    assert!(
+        total as u64 <= i.total_mem && total as u64 >= i.total_mem / 10 * 9,
+        "mem_info total {total} vs cuDeviceTotalMem {}",
+        i.total_mem
     );
     // The same ordinal opened twice is the same device (one allocator).
     let again = Device::open(0).expect("reopen");
