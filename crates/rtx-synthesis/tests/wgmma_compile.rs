@@ -135,3 +135,40 @@ fn dump_source_when_asked() {
         eprintln!("{}", src.code);
     }
 }
+
+#[test]
+fn ptx_contains_the_hopper_instructions() {
+    if !toolchain_or_skip("ptx_contains_the_hopper_instructions") {
+        return;
+    }
+    let tc = Toolchain::get().unwrap();
+    let t = WgmmaGemm::default();
+    for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2))] {
+        let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, lb);
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        let opts = cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_90a"),
+            include_paths: vec![tc.include_dir.display().to_string()],
+            options: vec!["--std=c++17".into(), "-default-device".into()],
+            ..Default::default()
+        };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
+        let count = |s: &str| ptx.matches(s).count();
+        let per_kblock = 4 * c.m_iters() * c.n_iters();
+        assert_eq!(
+            count(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", c.wgmma_n)) as u32,
+            per_kblock,
+            "unrolled k16 x m x n"
+        );
+        assert!(count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
+        assert!(count("setmaxnreg.dec.sync.aligned.u32 40") == 1 && count("setmaxnreg.inc.sync.aligned.u32") == 1);
+        assert!(count("wgmma.fence.sync.aligned") >= 1 && count("wgmma.commit_group.sync.aligned") >= 1);
+        assert!(count("wgmma.wait_group.sync.aligned 1") >= 1 && count("wgmma.wait_group.sync.aligned 0") >= 1);
+        assert!(count("mbarrier.try_wait.parity") >= 2);
+        assert!(ptx.contains(".maxntid 384, 1, 1"), "launch bounds reach the PTX");
+        if c.cluster_m == 2 {
+            assert!(count(".multicast::cluster") >= 1);
+            assert!(ptx.contains(".reqnctapercluster 2, 1, 1"), "cluster dims reach the PTX");
+        }
+    }
+}

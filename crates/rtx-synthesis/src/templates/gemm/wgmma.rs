@@ -28,10 +28,12 @@
 
 pub mod codegen;
 pub mod config;
+pub mod host;
 pub mod ptx;
 pub mod tma;
 
 pub use config::WgmmaConfig;
+pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
 pub use tma::{tma_desc_a, tma_desc_b, TmaDesc, TmaDescError, TmaSwizzle};
 
 use super::{Activation, GemmProblem, Layout};
