@@ -9,7 +9,7 @@
 //!     long long stride_a, long long stride_b, long long stride_c, float alpha, float beta,
 //!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB)
 //! ```
-//! `tmA`/`tmB` are 128-byte `CUtensorMap`s (64-byte aligned) encoded from [`tma_desc_a`] /
+//! `tmA`/`tmB` are 128-byte `CUtensorMap`s (128-byte aligned parameters) encoded from [`tma_desc_a`] /
 //! [`tma_desc_b`] plus the A/B base addresses (`cuTensorMapEncodeTiled`, rank 3, 128B swizzle,
 //! zero out-of-bounds fill). The kernel reads A and B only through the maps; the `A`/`B`
 //! pointers are still passed for ABI uniformity. Batch index = `blockIdx.z` in both launch modes;
@@ -29,6 +29,7 @@
 pub mod codegen;
 pub mod config;
 pub mod host;
+pub mod layout;
 pub mod ptx;
 pub mod tma;
 

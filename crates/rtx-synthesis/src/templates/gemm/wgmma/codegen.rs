@@ -8,22 +8,13 @@
 //! order; a block (cluster) loops over tiles with stride `gridDim.x / cluster_m`, so the same
 //! code serves the one-tile-per-block and the persistent launch.
 
-use super::config::{WgmmaConfig, BLOCK_K, BOX_BYTES, PRODUCER_REGS, SWIZZLE_BYTES};
+use super::config::{WgmmaConfig, PRODUCER_REGS};
+use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
 use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, DEVICE_HELPERS};
 use super::tma::{a_is_k_major, b_is_k_major};
 use crate::templates::codegen::CudaWriter;
 use crate::templates::gemm::{Activation, GemmProblem};
 use crate::DType;
-
-/// Byte step of the descriptor start address per k16 slice: 32 bytes inside a K-major 128-byte
-/// swizzled row, 16 rows of 128 bytes for an MN-major tile.
-fn k16_step_bytes(k_major: bool) -> u32 {
-    if k_major {
-        32
-    } else {
-        16 * SWIZZLE_BYTES
-    }
-}
 
 /// The float expression of an activation applied to `v`.
 fn activation_body(act: Activation) -> &'static str {
@@ -130,8 +121,16 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
     w.constant("unsigned long long", "DESC_A", format!("0x{:016x}ull", descriptor_bits(ak)));
     w.constant("unsigned long long", "DESC_B", format!("0x{:016x}ull", descriptor_bits(bk)));
-    w.constant("unsigned", "A_K16_STEP", k16_step_bytes(ak));
-    w.constant("unsigned", "B_K16_STEP", k16_step_bytes(bk));
+    w.constant("unsigned", "A_CONSUMER_OFFSET", a_consumer_offset(c));
+}
+
+/// The (inner, outer) TMA coordinates of box `b` of an operand whose M/N tile origin is `mn0`.
+fn box_coords(b: &TmaBox, k_major: bool, mn0: &str) -> String {
+    if k_major {
+        format!("k0 + {}, {mn0} + {}", b.inner, b.outer)
+    } else {
+        format!("{mn0} + {}, k0 + {}", b.inner, b.outer)
+    }
 }
 
 /// Producer body: one thread streams A and B slabs into the ring.
@@ -168,37 +167,29 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     } else {
         w.line("mbar_expect_tx(full, STAGE_BYTES);");
     }
-    if a_is_k_major(p) {
-        w.line("tma_load_3d(sa, &tmA, full, k0, m0, bA);");
-    } else {
-        for j in 0..c.bm / 64 {
-            w.line(format!("tma_load_3d(sa + {}u, &tmA, full, m0 + {}, k0, bA);", j * BOX_BYTES, j * 64));
-        }
+    let ak = a_is_k_major(p);
+    for b in a_boxes(c, ak) {
+        w.line(format!("tma_load_3d(sa + {}u, &tmA, full, {}, bA);", b.smem_offset, box_coords(&b, ak, "m0")));
     }
     if cl > 1 {
         w.close("");
     }
+    let bk = b_is_k_major(p);
     let mask = (1u32 << cl) - 1;
-    if b_is_k_major(p) {
+    for rank in 0..cl {
         if cl > 1 {
-            let half = c.bn / cl;
-            w.line(format!(
-                "tma_load_3d_multicast(sb + rank * {}u, &tmB, full, k0, n0 + (int)rank * {half}, bB, (unsigned short){mask});",
-                half * SWIZZLE_BYTES
-            ));
-        } else {
-            w.line("tma_load_3d(sb, &tmB, full, k0, n0, bB);");
+            w.open(format!("{}if (rank == {rank})", if rank > 0 { "else " } else { "" }));
         }
-    } else if cl > 1 {
-        let per = c.bn / 64 / cl;
-        for j in 0..per {
-            w.line(format!(
-                "tma_load_3d_multicast(sb + (rank * {per} + {j}) * {BOX_BYTES}u, &tmB, full, n0 + (int)(rank * {per} + {j}) * 64, k0, bB, (unsigned short){mask});"
-            ));
+        for b in b_boxes(c, bk, rank) {
+            let coords = box_coords(&b, bk, "n0");
+            if cl > 1 {
+                w.line(format!("tma_load_3d_multicast(sb + {}u, &tmB, full, {coords}, bB, (unsigned short){mask});", b.smem_offset));
+            } else {
+                w.line(format!("tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);", b.smem_offset));
+            }
         }
-    } else {
-        for j in 0..c.bn / 64 {
-            w.line(format!("tma_load_3d(sb + {}u, &tmB, full, n0 + {}, k0, bB);", j * BOX_BYTES, j * 64));
+        if cl > 1 {
+            w.close("");
         }
     }
     w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
@@ -212,7 +203,8 @@ fn acc_name(mi: u32, ni: u32) -> String {
 }
 
 /// Consumer body: wgmma over the ring, release stages, fused epilogue.
-fn emit_consumer(w: &mut CudaWriter, c: &WgmmaConfig) {
+fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
     let regs = c.wgmma_n / 2;
     w.line(format!("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");", c.consumer_regs()));
     w.line("const int cw = wg - 1;");
@@ -240,30 +232,26 @@ fn emit_consumer(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.line("int prev = 0;");
     w.open("for (int kb = 0; kb < kblocks; ++kb)");
     w.line("mbar_wait(bar_full + 8 * s, ph);");
-    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cw * (ROWS_PER_CONSUMER * 128);");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cw * A_CONSUMER_OFFSET;");
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
     w.line("wgmma_fence();");
-    w.line("#pragma unroll");
-    w.open(format!("for (int kk = 0; kk < {}; ++kk)", BLOCK_K / 16));
-    w.line("const int sc = (kb > 0 || kk > 0) ? 1 : 0;");
-    for mi in 0..c.m_iters() {
-        w.line(format!(
-            "const unsigned long long da{mi} = DESC_A | (((sa + {}u + kk * A_K16_STEP) & 0x3FFFFu) >> 4);",
-            mi * 64 * SWIZZLE_BYTES
-        ));
-    }
-    for ni in 0..c.n_iters() {
-        w.line(format!(
-            "const unsigned long long db{ni} = DESC_B | (((sb + {}u + kk * B_K16_STEP) & 0x3FFFFu) >> 4);",
-            ni * c.wgmma_n * SWIZZLE_BYTES
-        ));
-    }
-    for mi in 0..c.m_iters() {
-        for ni in 0..c.n_iters() {
-            w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n), acc_name(mi, ni)));
+    for kk in 0..k16_slices() {
+        w.open(format!("/* k16 slice {kk} */"));
+        // The first slice of a tile overwrites the accumulators (scale-d = 0).
+        w.line(if kk == 0 { "const int sc = kb > 0 ? 1 : 0;" } else { "const int sc = 1;" });
+        for mi in 0..c.m_iters() {
+            w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
         }
+        for ni in 0..c.n_iters() {
+            w.line(format!("const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);", b_desc_offset(c, bk, ni, kk)));
+        }
+        for mi in 0..c.m_iters() {
+            for ni in 0..c.n_iters() {
+                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n), acc_name(mi, ni)));
+            }
+        }
+        w.close("");
     }
-    w.close(""); // kk
     w.line("wgmma_commit();");
     w.open("if (kb > 0)");
     w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
@@ -368,7 +356,7 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     emit_producer(&mut w, p, c);
     w.close("");
     w.open("else");
-    emit_consumer(&mut w, c);
+    emit_consumer(&mut w, p, c);
     w.close("");
     if c.cluster_m > 1 {
         w.comment("No CTA may leave while its peer can still multicast into it or arrive on its barriers.");

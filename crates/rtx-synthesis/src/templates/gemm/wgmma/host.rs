@@ -17,7 +17,7 @@ use rtx_runtime::{DeviceBuffer, Function, KernelArgs, LaunchConfig, RuntimeError
 /// Bytes of an encoded `CUtensorMap`.
 pub const TENSOR_MAP_BYTES: usize = 128;
 /// Alignment of a `CUtensorMap` kernel parameter.
-pub const TENSOR_MAP_ALIGN: usize = 64;
+pub const TENSOR_MAP_ALIGN: usize = 128;
 
 /// Device buffers of one wgmma GEMM launch.
 pub struct WgmmaBuffers<'a> {

@@ -83,8 +83,8 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
 }
 
 /// Device helpers every variant uses (verbatim PTX wrappers; no parameters).
-pub const DEVICE_HELPERS: &str = r#"// 128-byte opaque CUtensorMap, passed by value as a __grid_constant__ kernel parameter.
-struct __align__(64) TmaMap { unsigned long long v[16]; };
+pub const DEVICE_HELPERS: &str = r#"// 128-byte opaque CUtensorMap (128-byte aligned as in CUDA 13 cuda.h), passed by value as a __grid_constant__ kernel parameter.
+struct __align__(128) TmaMap { unsigned long long v[16]; };
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
