@@ -172,3 +172,21 @@ fn ptx_contains_the_hopper_instructions() {
         }
     }
 }
+
+#[test]
+fn sampled_space_compiles() {
+    if !toolchain_or_skip("sampled_space_compiles") {
+        return;
+    }
+    // A deterministic spread over the valid space (persistence and raster order do not change
+    // the code shape much, the tile/stage/cluster fields do), alternating NN and NT.
+    let t = WgmmaGemm::default();
+    let nn = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
+    let valid: Vec<WgmmaConfig> = t.valid_space(&nn, Arch::Sm90a).into_iter().filter(|c| c.persistent && c.raster_group == 8).collect();
+    let step = (valid.len() / 24).max(1);
+    for (i, c) in valid.iter().step_by(step).enumerate() {
+        let lb = if i % 2 == 0 { Layout::Row } else { Layout::Col };
+        let p = GemmProblem::new(4096, 4096, 4096, if i % 3 == 0 { DType::F16 } else { DType::Bf16 }, Layout::Row, lb);
+        compile_and_check(&t, &p, c);
+    }
+}
