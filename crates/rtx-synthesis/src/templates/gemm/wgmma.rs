@@ -45,7 +45,7 @@ use config::BLOCK_K;
 /// Template name (symbols, caches, tuning database).
 pub const NAME: &str = "gemm_wgmma";
 /// Bump on any change to the generated code.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The Hopper wgmma GEMM template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -147,10 +147,24 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("tile_coords(t, tiles_mc, tiles_n, tm, tn);");
     w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
     w.line("const int n0 = tn * BN;");
-    if cl > 1 {
-        w.comment("A block past M (odd tile count in a cluster) still multicasts its half of B.");
-        w.line("const bool a_live = m0 < M;");
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    let a = a_boxes(c, ak);
+    let b: Vec<Vec<TmaBox>> = (0..cl).map(|r| b_boxes(c, bk, r)).collect();
+    w.comment("Boxes whose M/N origin is past the edge are skipped (they would only feed masked outputs);");
+    w.comment("a block of a cluster past M still multicasts its share of B. tx = bytes landing in this CTA.");
+    for (j, x) in a.iter().enumerate() {
+        w.line(format!("const bool la{j} = m0 + {} < M;", x.mn));
     }
+    for (r, boxes) in b.iter().enumerate() {
+        for (j, x) in boxes.iter().enumerate() {
+            w.line(format!("const bool lb{r}_{j} = n0 + {} < N;", x.mn));
+        }
+    }
+    let mut terms: Vec<String> = a.iter().enumerate().map(|(j, x)| format!("(la{j} ? {}u : 0u)", x.bytes)).collect();
+    for (r, boxes) in b.iter().enumerate() {
+        terms.extend(boxes.iter().enumerate().map(|(j, x)| format!("(lb{r}_{j} ? {}u : 0u)", x.bytes)));
+    }
+    w.line(format!("const unsigned tx = {};", terms.join(" + ")));
     w.open("for (int kb = 0; kb < kblocks; ++kb)");
     if cl > 1 {
         w.line("mbar_wait_cluster(bar_empty + 8 * s, ph ^ 1);");
@@ -161,31 +175,24 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const unsigned sa = smem + s * A_STAGE_BYTES;");
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
     w.line("const int k0 = kb * BK;");
-    if cl > 1 {
-        w.line("mbar_expect_tx(full, a_live ? STAGE_BYTES : B_STAGE_BYTES);");
-        w.open("if (a_live)");
-    } else {
-        w.line("mbar_expect_tx(full, STAGE_BYTES);");
+    w.line("mbar_expect_tx(full, tx);");
+    for (j, x) in a.iter().enumerate() {
+        w.line(format!("if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);", x.smem_offset, box_coords(x, ak, "m0")));
     }
-    let ak = a_is_k_major(p);
-    for b in a_boxes(c, ak) {
-        w.line(format!("tma_load_3d(sa + {}u, &tmA, full, {}, bA);", b.smem_offset, box_coords(&b, ak, "m0")));
-    }
-    if cl > 1 {
-        w.close("");
-    }
-    let bk = b_is_k_major(p);
     let mask = (1u32 << cl) - 1;
-    for rank in 0..cl {
+    for (r, boxes) in b.iter().enumerate() {
         if cl > 1 {
-            w.open(format!("{}if (rank == {rank})", if rank > 0 { "else " } else { "" }));
+            w.open(format!("{}if (rank == {r})", if r > 0 { "else " } else { "" }));
         }
-        for b in b_boxes(c, bk, rank) {
-            let coords = box_coords(&b, bk, "n0");
+        for (j, x) in boxes.iter().enumerate() {
+            let coords = box_coords(x, bk, "n0");
             if cl > 1 {
-                w.line(format!("tma_load_3d_multicast(sb + {}u, &tmB, full, {coords}, bB, (unsigned short){mask});", b.smem_offset));
+                w.line(format!(
+                    "if (lb{r}_{j}) tma_load_3d_multicast(sb + {}u, &tmB, full, {coords}, bB, (unsigned short){mask});",
+                    x.smem_offset
+                ));
             } else {
-                w.line(format!("tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);", b.smem_offset));
+                w.line(format!("if (lb{r}_{j}) tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);", x.smem_offset));
             }
         }
         if cl > 1 {

@@ -20,6 +20,11 @@ pub struct TmaBox {
     pub inner: u32,
     /// Added to the outer coordinate.
     pub outer: u32,
+    /// Offset of the box origin along M (A) or N (B) from the tile origin: a box whose origin
+    /// is past the matrix edge is skipped (it would only feed masked outputs).
+    pub mn: u32,
+    /// Bytes the box delivers (counted in the stage's mbarrier transaction bytes).
+    pub bytes: u32,
 }
 
 /// Byte step of a descriptor start address per k16 slice: 32 bytes inside the 128-byte rows of
@@ -35,9 +40,9 @@ pub fn k16_step(k_major: bool) -> u32 {
 /// The A boxes one CTA loads per stage.
 pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
     if k_major {
-        vec![TmaBox { smem_offset: 0, inner: 0, outer: 0 }]
+        vec![TmaBox { smem_offset: 0, inner: 0, outer: 0, mn: 0, bytes: c.bm * SWIZZLE_BYTES }]
     } else {
-        (0..c.bm / 64).map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0 }).collect()
+        (0..c.bm / 64).map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES }).collect()
     }
 }
 
@@ -47,10 +52,18 @@ pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
     let cl = c.cluster_m.max(1);
     if k_major {
         let part = c.bn / cl;
-        vec![TmaBox { smem_offset: rank * part * SWIZZLE_BYTES, inner: 0, outer: rank * part }]
+        vec![TmaBox {
+            smem_offset: rank * part * SWIZZLE_BYTES,
+            inner: 0,
+            outer: rank * part,
+            mn: rank * part,
+            bytes: part * SWIZZLE_BYTES,
+        }]
     } else {
         let per = c.bn / 64 / cl;
-        (rank * per..(rank + 1) * per).map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0 }).collect()
+        (rank * per..(rank + 1) * per)
+            .map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES })
+            .collect()
     }
 }
 
@@ -121,7 +134,9 @@ mod tests {
                     }
                 }
             }
-            bytes += box_outer * 128;
+            assert_eq!(b.bytes, box_outer * 128, "box byte count");
+            assert_eq!(b.mn, if k_major { b.outer } else { b.inner }, "box M/N origin");
+            bytes += b.bytes;
         }
         bytes
     }
