@@ -25,6 +25,12 @@
 //! batch <= 65535; and the config rules of [`WgmmaGemm::check_config`]. At launch the A/B base
 //! addresses must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
 //! K-major; column-major operands use the wgmma transpose bits).
+//!
+//! # Modules
+//! - [`config`]: the typed config and its resources (threads, smem, register budgets).
+//! - [`layout`]: where each TMA box lands and where each wgmma descriptor points (model-checked).
+//! - [`ptx`]: inline-PTX helpers, descriptor encoding, the `wgmma.mma_async` wrapper built from N.
+//! - [`codegen`]: the kernel source. [`tma`]: tensor-map descriptions. [`host`]: [`WgmmaGemm::enqueue`].
 
 pub mod codegen;
 pub mod config;
