@@ -7,10 +7,12 @@
 //! - [`presets`]: named graphs (bias + GELU, SiLU gate, an 8-op chain).
 //! - [`reference`]: the f64 CPU reference and the element-by-element comparison.
 //! - [`device`]: device code shared with the row-reduction templates.
+//! - [`launch`]: build (emit + NVRTC + load) and checked launches on a device.
 
 pub mod config;
 pub mod device;
 pub mod expr;
+pub mod launch;
 pub mod presets;
 pub mod problem;
 pub mod reference;
@@ -21,5 +23,6 @@ pub use expr::{
     BinaryOp, Broadcast, ExprGraph, GraphBuilder, GraphError, InputSpec, Node, OutputSpec, UnaryOp,
     ValueRef,
 };
+pub use launch::{DeviceSlice, DeviceSliceMut, ElementwiseKernel, LaunchError};
 pub use problem::{ElementwiseProblem, ElementwiseProblemError};
 pub use template::ElementwiseTemplate;

@@ -7,13 +7,16 @@
 //! - [`template`]: the [`crate::templates::Template`] implementation.
 //! - [`device`]: the shuffle / shared-memory reduction helpers.
 //! - [`reference`]: the f64 CPU reference.
+//! - [`launch`]: build and checked launches on a device.
 
 pub mod config;
 pub mod device;
+pub mod launch;
 pub mod problem;
 pub mod reference;
 pub mod template;
 
 pub use config::{RowConfig, RowStrategy};
+pub use launch::{RowBuffers, RowReduceKernel};
 pub use problem::{RowOp, RowProblem, RowProblemError};
 pub use template::RowReduceTemplate;
