@@ -147,9 +147,13 @@ __device__ __forceinline__ float rtx_min(float a, float b) {
 
 // 2^x on the SFU (relative error ~2 ulp; results below 2^-126 flush to zero).
 __device__ __forceinline__ float rtx_exp2(float x) {
+#ifdef __CUDA_ARCH__
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
+#else
+  return exp2f(x);  // host emulation (see host_emulation.rs)
+#endif
 }
 "#;
 

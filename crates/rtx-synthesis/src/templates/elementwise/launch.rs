@@ -213,15 +213,63 @@ impl ElementwiseKernel {
         })
     }
 
-    /// Launches on `stream`: `inputs[i]` must hold input `i` (in its dtype and broadcast
-    /// shape), `outputs[o]` a full `rows x cols` tensor of output `o`'s dtype.
+    /// Launches over the problem's own shape: `inputs[i]` must hold input `i` (in its dtype
+    /// and broadcast shape), `outputs[o]` a full `rows x cols` tensor of output `o`'s dtype.
     pub fn launch(
         &self,
         stream: &Stream,
         inputs: &[DeviceSlice<'_>],
         outputs: &mut [DeviceSliceMut<'_>],
     ) -> Result<(), LaunchError> {
-        let g = &self.problem.graph;
+        self.launch_shape(
+            stream,
+            inputs,
+            outputs,
+            self.problem.rows,
+            self.problem.cols,
+        )
+    }
+
+    /// Launches over `rows x cols` (run-time kernel arguments; a kernel built with 32-bit
+    /// indices refuses `rows * cols >= 2^31`).
+    pub fn launch_shape(
+        &self,
+        stream: &Stream,
+        inputs: &[DeviceSlice<'_>],
+        outputs: &mut [DeviceSliceMut<'_>],
+        rows: u32,
+        cols: u32,
+    ) -> Result<(), LaunchError> {
+        let problem = ElementwiseProblem {
+            rows,
+            cols,
+            ..self.problem.clone()
+        };
+        if rows == 0 || cols == 0 {
+            return Err(LaunchError::Shape {
+                rows,
+                cols,
+                reason: "empty".into(),
+            });
+        }
+        if problem.needs_64bit_index() && !self.problem.needs_64bit_index() {
+            return Err(LaunchError::Shape {
+                rows,
+                cols,
+                reason: "the kernel was built with 32-bit indices".into(),
+            });
+        }
+        self.launch_problem(stream, inputs, outputs, &problem)
+    }
+
+    fn launch_problem(
+        &self,
+        stream: &Stream,
+        inputs: &[DeviceSlice<'_>],
+        outputs: &mut [DeviceSliceMut<'_>],
+        problem: &ElementwiseProblem,
+    ) -> Result<(), LaunchError> {
+        let g = &problem.graph;
         if inputs.len() != g.inputs.len() {
             return Err(LaunchError::Arity {
                 what: "inputs",
@@ -240,7 +288,7 @@ impl ElementwiseKernel {
         for (i, (spec, s)) in g.inputs.iter().zip(inputs).enumerate() {
             need(
                 format!("input {i}"),
-                self.problem.input_elems(i) * spec.dtype.size_bytes() as u64,
+                problem.input_elems(i) * spec.dtype.size_bytes() as u64,
                 s.bytes(),
             )?;
             args.u64(s.ptr());
@@ -248,13 +296,13 @@ impl ElementwiseKernel {
         for (o, (spec, s)) in g.outputs.iter().zip(outputs.iter()).enumerate() {
             need(
                 format!("output {o}"),
-                self.problem.elems() * spec.dtype.size_bytes() as u64,
+                problem.elems() * spec.dtype.size_bytes() as u64,
                 s.bytes(),
             )?;
             args.u64(s.ptr());
         }
-        args.u32(self.problem.rows).u32(self.problem.cols);
-        let cfg = launch_config(&self.dims);
+        args.u32(problem.rows).u32(problem.cols);
+        let cfg = launch_config(&ElementwiseTemplate.launch(problem, &self.config));
         // SAFETY: the arguments follow the kernel's signature (pointers per input and output,
         // then rows and cols as u32), and every buffer was checked above to hold all bytes the
         // kernel touches; the borrows keep them alive for the call; the caller must not free or
