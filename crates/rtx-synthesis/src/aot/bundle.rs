@@ -207,9 +207,6 @@ impl BundleManifest {
         let mut names = HashSet::new();
         let mut prints = HashSet::new();
         for e in &self.entries {
-            if !is_plain_file_name(&e.file) || !files.insert(e.file.as_str()) {
-                return Err(BundleError::BadFileName(e.file.clone()));
-            }
             if !names.insert((e.entry.as_str(), e.arch)) {
                 return Err(BundleError::Duplicate {
                     key: e.entry.clone(),
@@ -221,6 +218,9 @@ impl BundleManifest {
                     key: e.fingerprint.clone(),
                     arch: e.arch,
                 });
+            }
+            if !is_plain_file_name(&e.file) || !files.insert(e.file.as_str()) {
+                return Err(BundleError::BadFileName(e.file.clone()));
             }
         }
         Ok(())
@@ -390,5 +390,312 @@ impl Bundle {
     /// The bundle folder.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    struct Fake {
+        cubin: Vec<u8>,
+        arch: Arch,
+        resources: Vec<ResourceUsage>,
+        nvrtc: (i32, i32),
+    }
+
+    impl KernelBinary for Fake {
+        fn cubin(&self) -> &[u8] {
+            &self.cubin
+        }
+        fn arch(&self) -> Arch {
+            self.arch
+        }
+        fn resources(&self) -> &[ResourceUsage] {
+            &self.resources
+        }
+        fn nvrtc_version(&self) -> (i32, i32) {
+            self.nvrtc
+        }
+    }
+
+    fn src(entry: &str) -> KernelSource {
+        KernelSource {
+            entry: entry.into(),
+            code: format!("extern \"C\" __global__ void {entry}() {{}}\n"),
+            template: "bundle_test".into(),
+            template_version: 3,
+            options: vec![],
+        }
+    }
+
+    fn fake(arch: Arch, fill: u8, len: usize) -> Fake {
+        Fake {
+            cubin: vec![fill; len],
+            arch,
+            resources: vec![],
+            nvrtc: (13, 0),
+        }
+    }
+
+    fn sample(dir: &Path) -> (Vec<KernelSource>, BundleManifest) {
+        let sources = vec![src("gemm_a"), src("gemm_b")];
+        let bins = [
+            fake(Arch::Sm90a, 1, 100),
+            fake(Arch::Sm120, 2, 50),
+            fake(Arch::Sm90a, 3, 70),
+        ];
+        let items = [
+            (&sources[0], &bins[0]),
+            (&sources[0], &bins[1]),
+            (&sources[1], &bins[2]),
+        ];
+        let m = Bundle::write(dir, items).unwrap();
+        (sources, m)
+    }
+
+    #[test]
+    fn write_open_get_by_entry_and_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sources, m) = sample(dir.path());
+        assert_eq!(m.entries.len(), 3);
+        assert_eq!(m.nvrtc_version, Some((13, 0)));
+        let b = Bundle::open(dir.path()).unwrap();
+        assert_eq!(b.manifest(), &m);
+        assert_eq!(b.get("gemm_a", Arch::Sm90a), Some(&[1u8; 100][..]));
+        assert_eq!(b.get("gemm_a", Arch::Sm120), Some(&[2u8; 50][..]));
+        assert_eq!(b.get("gemm_b", Arch::Sm120), None);
+        assert_eq!(b.get("nope", Arch::Sm90a), None);
+        let fp = sources[1].fingerprint().to_hex();
+        assert_eq!(b.get(fp.as_str(), Arch::Sm90a), Some(&[3u8; 70][..]));
+        assert_eq!(b.get_source(&sources[1], Arch::Sm90a), Some(&[3u8; 70][..]));
+        let mut changed = sources[1].clone();
+        changed.code.push_str("// edited\n");
+        assert_eq!(
+            b.get_source(&changed, Arch::Sm90a),
+            None,
+            "an edited source never gets the old binary"
+        );
+        assert_eq!(b.entry("gemm_b", Arch::Sm90a).unwrap().template_version, 3);
+    }
+
+    #[test]
+    fn damaged_bundles_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, m) = sample(dir.path());
+        let cubin = dir.path().join(&m.entries[0].file);
+        let good = fs::read(&cubin).unwrap();
+        let mut bad = good.clone();
+        bad[5] ^= 0x40;
+        fs::write(&cubin, &bad).unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::CubinMismatch {
+                reason: "checksum",
+                ..
+            })
+        ));
+        fs::write(&cubin, &good[..10]).unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::CubinMismatch { reason: "size", .. })
+        ));
+        fs::remove_file(&cubin).unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::Io { .. })
+        ));
+        fs::write(&cubin, &good).unwrap();
+        assert!(Bundle::open(dir.path()).is_ok());
+
+        let mp = dir.path().join(MANIFEST_FILE);
+        let text = fs::read_to_string(&mp).unwrap();
+        fs::write(&mp, text.replace("\"bytes\": 100", "\"bytes\": 101")).unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::ManifestChecksum)
+        ));
+        fs::write(
+            &mp,
+            text.replace("\"format_version\": 1", "\"format_version\": 2"),
+        )
+        .unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::WrongVersion {
+                found: 2,
+                expected: 1
+            })
+        ));
+        fs::write(&mp, &text[..text.len() / 2]).unwrap();
+        assert!(matches!(
+            Bundle::open(dir.path()),
+            Err(BundleError::Parse(_))
+        ));
+    }
+
+    #[test]
+    fn unsafe_names_duplicates_and_mixed_nvrtc_are_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, m) = sample(dir.path());
+        let mut evil = m.clone();
+        evil.entries[0].file = "../../etc/passwd".into();
+        let bytes = evil.encode().unwrap();
+        assert!(matches!(
+            BundleManifest::decode(&bytes),
+            Err(BundleError::BadFileName(_))
+        ));
+
+        let s = src("dup");
+        let (a, b) = (fake(Arch::Sm90a, 1, 4), fake(Arch::Sm90a, 2, 4));
+        let other = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Bundle::write(other.path(), [(&s, &a), (&s, &b)]),
+            Err(BundleError::Duplicate { .. })
+        ));
+        let mut c = fake(Arch::Sm120, 1, 4);
+        c.nvrtc = (12, 8);
+        assert!(matches!(
+            Bundle::write(other.path(), [(&s, &a), (&s, &c)]),
+            Err(BundleError::MixedNvrtc { .. })
+        ));
+        assert!(
+            !other.path().join(MANIFEST_FILE).exists(),
+            "a refused bundle writes no manifest"
+        );
+    }
+
+    #[test]
+    fn rewriting_a_bundle_drops_unused_cubins() {
+        let dir = tempfile::tempdir().unwrap();
+        sample(dir.path());
+        let only = src("only");
+        let bin = fake(Arch::Sm80, 9, 8);
+        Bundle::write(dir.path(), [(&only, &bin)]).unwrap();
+        let cubins = fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".cubin")
+            })
+            .count();
+        assert_eq!(cubins, 1);
+        let b = Bundle::open(dir.path()).unwrap();
+        assert_eq!(b.get("only", Arch::Sm80), Some(&[9u8; 8][..]));
+        assert_eq!(b.get("gemm_a", Arch::Sm90a), None);
+        let empty: [(&KernelSource, &Fake); 0] = [];
+        assert_eq!(
+            Bundle::write(dir.path(), empty).unwrap().nvrtc_version,
+            None
+        );
+    }
+
+    #[test]
+    fn real_compiles_bundle_without_nvrtc_at_load() {
+        if let Err(e) = crate::aot::Toolchain::get() {
+            eprintln!("SKIP real_compiles_bundle_without_nvrtc_at_load: {e}");
+            assert!(
+                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                "RTX_REQUIRE_NVRTC is set but: {e}"
+            );
+            return;
+        }
+        let s = KernelSource {
+            entry: "bundle_add".into(),
+            code: "extern \"C\" __global__ void bundle_add(float* y) { __shared__ float t[64]; t[threadIdx.x] = y[threadIdx.x]; __syncthreads(); y[threadIdx.x] = t[63 - threadIdx.x]; }\n".into(),
+            template: "bundle_test".into(),
+            template_version: 1,
+            options: vec![],
+        };
+        let c = crate::aot::compile(&s, Arch::Sm90a).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        Bundle::write(dir.path(), [(&s, &c)]).unwrap();
+        let b = Bundle::open(dir.path()).unwrap();
+        assert_eq!(b.get("bundle_add", Arch::Sm90a), Some(c.cubin.as_slice()));
+        let e = b.entry("bundle_add", Arch::Sm90a).unwrap();
+        assert_eq!(e.resources, c.resources);
+        assert_eq!(e.resources[0].shared_bytes, 256);
+        assert_eq!(b.manifest().nvrtc_version, Some(c.nvrtc_version));
+    }
+
+    fn arb_manifest() -> impl Strategy<Value = BundleManifest> {
+        proptest::collection::vec(
+            (
+                "[a-z][a-z0-9_]{0,12}",
+                proptest::sample::select(Arch::ALL.to_vec()),
+                any::<u32>(),
+                0u64..1 << 40,
+                0u32..256,
+            ),
+            0..5,
+        )
+        .prop_map(|rows| {
+            let mut seen = HashSet::new();
+            let entries = rows
+                .into_iter()
+                .filter(|(e, a, ..)| seen.insert((e.clone(), *a)))
+                .map(|(entry, arch, tv, bytes, regs)| {
+                    let fp = blake3::hash(format!("{entry}{arch}").as_bytes())
+                        .to_hex()
+                        .to_string();
+                    BundleEntry {
+                        file: cubin_file_name(&entry, arch, &fp),
+                        template: "t\"quoted\"".into(),
+                        template_version: tv,
+                        fingerprint: fp,
+                        arch,
+                        bytes,
+                        blake3: blake3::hash(&bytes.to_le_bytes()).to_hex().to_string(),
+                        resources: vec![ResourceUsage {
+                            function: entry.clone(),
+                            arch,
+                            is_entry: true,
+                            registers: regs,
+                            spill_store_bytes: 0,
+                            spill_load_bytes: 0,
+                            stack_frame_bytes: 0,
+                            cumulative_stack_bytes: None,
+                            shared_bytes: regs * 16,
+                            barriers: 1,
+                            const_bytes: Some(regs),
+                        }],
+                        entry,
+                    }
+                })
+                .collect();
+            BundleManifest {
+                format_version: BUNDLE_FORMAT_VERSION,
+                nvrtc_version: Some((13, 0)),
+                entries,
+                checksum: String::new(),
+            }
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn manifests_round_trip(m in arb_manifest()) {
+            let bytes = m.clone().encode().unwrap();
+            let back = BundleManifest::decode(&bytes).unwrap();
+            prop_assert_eq!(&back.entries, &m.entries);
+            prop_assert_eq!(back.nvrtc_version, m.nvrtc_version);
+        }
+
+        #[test]
+        fn corrupted_manifests_never_decode_to_something_else(m in arb_manifest(), pos in any::<usize>(), xor in 1u8..=255) {
+            let bytes = m.clone().encode().unwrap();
+            let good = BundleManifest::decode(&bytes).unwrap();
+            let mut bad = bytes.clone();
+            let p = pos % bad.len();
+            bad[p] ^= xor;
+            // Either refused, or (a whitespace-only change) exactly the same manifest.
+            if let Ok(decoded) = BundleManifest::decode(&bad) {
+                prop_assert_eq!(decoded, good);
+            }
+        }
     }
 }

@@ -805,3 +805,329 @@ impl Drop for KernelCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn nvrtc_or_skip(test: &str) -> bool {
+        match Toolchain::get() {
+            Ok(_) => true,
+            Err(e) => {
+                eprintln!("SKIP {test}: {e}");
+                assert!(
+                    std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                    "RTX_REQUIRE_NVRTC is set but: {e}"
+                );
+                false
+            }
+        }
+    }
+
+    fn kernel(i: usize) -> KernelSource {
+        KernelSource {
+            entry: format!("cache_k{i}"),
+            code: format!(
+                "extern \"C\" __global__ void cache_k{i}(float* y) {{ y[threadIdx.x] += {i}.0f; }}\n"
+            ),
+            template: "cache_test".into(),
+            template_version: 1,
+            options: vec![],
+        }
+    }
+
+    fn entry_file(cache: &KernelCache, src: &KernelSource, arch: Arch) -> PathBuf {
+        cache.entry_path(&cache_key(src, arch).unwrap())
+    }
+
+    #[test]
+    fn miss_then_hit_returns_the_same_binary() {
+        if !nvrtc_or_skip("miss_then_hit_returns_the_same_binary") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::open(dir.path()).unwrap();
+        let src = kernel(0);
+        let a = cache.get_or_compile(&src, Arch::Sm90a).unwrap();
+        let b = cache.get_or_compile(&src, Arch::Sm90a).unwrap();
+        assert!(!a.hit && b.hit);
+        assert_eq!(a.cubin, b.cubin);
+        assert_eq!(a.resources, b.resources);
+        assert!(b.resources_for("cache_k0").is_some_and(|r| r.registers > 0));
+        assert_eq!(a.key, b.key);
+        let s = cache.stats().unwrap();
+        assert_eq!(
+            (s.entries, s.hits, s.misses, s.corrupt_discarded),
+            (1, 1, 1, 0)
+        );
+        assert!(s.bytes > a.cubin.len() as u64);
+        let l = cache.list().unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(
+            (l[0].entry.as_str(), l[0].arch, l[0].key),
+            ("cache_k0", Arch::Sm90a, a.key)
+        );
+        assert_eq!(
+            cache.get(&src, Arch::Sm120).unwrap(),
+            None,
+            "another arch is another key"
+        );
+        assert!(cache.get(&src, Arch::Sm90a).unwrap().is_some_and(|k| k.hit));
+    }
+
+    #[test]
+    fn keys_separate_arch_options_versions_and_sources() {
+        let src = kernel(1);
+        let opts = vec!["--gpu-architecture=sm_90a".to_string()];
+        let base = cache_key_with(&src, Arch::Sm90a, &opts, (13, 0));
+        assert_eq!(base, cache_key_with(&src, Arch::Sm90a, &opts, (13, 0)));
+        assert_ne!(base, cache_key_with(&src, Arch::Sm120, &opts, (13, 0)));
+        assert_ne!(base, cache_key_with(&src, Arch::Sm90a, &opts, (13, 1)));
+        let more = vec![opts[0].clone(), "-lineinfo".to_string()];
+        assert_ne!(base, cache_key_with(&src, Arch::Sm90a, &more, (13, 0)));
+        let mut v2 = src.clone();
+        v2.template_version = 2;
+        assert_ne!(base, cache_key_with(&v2, Arch::Sm90a, &opts, (13, 0)));
+        assert_ne!(
+            base,
+            cache_key_with(&kernel(2), Arch::Sm90a, &opts, (13, 0))
+        );
+    }
+
+    #[test]
+    fn truncated_flipped_and_wrong_version_entries_are_discarded_and_rebuilt() {
+        if !nvrtc_or_skip("truncated_flipped_and_wrong_version_entries_are_discarded_and_rebuilt") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::open(dir.path()).unwrap();
+        let src = kernel(3);
+        let good = cache.get_or_compile(&src, Arch::Sm120).unwrap();
+        let path = entry_file(&cache, &src, Arch::Sm120);
+        let original = fs::read(&path).unwrap();
+        let damages: Vec<(&str, Vec<u8>)> = vec![
+            ("truncated body", original[..original.len() / 2].to_vec()),
+            ("truncated header", original[..10].to_vec()),
+            ("empty", Vec::new()),
+            ("bit flip in cubin", {
+                let mut b = original.clone();
+                let n = b.len();
+                b[n - 200] ^= 0x10;
+                b
+            }),
+            ("bit flip in header checksum", {
+                let mut b = original.clone();
+                b[30] ^= 1;
+                b
+            }),
+            ("wrong version", {
+                let mut b = original.clone();
+                b[8..12].copy_from_slice(&(ENTRY_FORMAT_VERSION + 1).to_le_bytes());
+                b
+            }),
+            ("wrong magic", {
+                let mut b = original.clone();
+                b[0] = b'X';
+                b
+            }),
+        ];
+        for (i, (what, bytes)) in damages.iter().enumerate() {
+            fs::write(&path, bytes).unwrap();
+            let before = crate::aot::nvrtc_calls();
+            let k = cache.get_or_compile(&src, Arch::Sm120).unwrap();
+            assert!(!k.hit, "{what}: a damaged entry is never served");
+            assert!(crate::aot::nvrtc_calls() > before, "{what}: it was rebuilt");
+            assert_eq!(k.cubin, good.cubin, "{what}");
+            assert_eq!(
+                cache.session_counters().corrupt_discarded,
+                i as u64 + 1,
+                "{what}: counted"
+            );
+            // The rebuilt file verifies again (its `created` may differ from the original).
+            let rebuilt = CacheEntry::decode(&fs::read(&path).unwrap()).unwrap();
+            assert_eq!(rebuilt.cubin, good.cubin, "{what}");
+            assert!(
+                cache.get_or_compile(&src, Arch::Sm120).unwrap().hit,
+                "{what}: hit after rebuild"
+            );
+        }
+        // `get` (no compile) drops a corrupt file instead of serving it.
+        fs::write(&path, &original[..original.len() - 1]).unwrap();
+        assert_eq!(cache.get(&src, Arch::Sm120).unwrap(), None);
+        assert!(!path.exists());
+        assert_eq!(
+            cache.stats().unwrap().corrupt_discarded,
+            damages.len() as u64 + 1
+        );
+    }
+
+    #[test]
+    fn entry_for_another_key_is_rejected() {
+        if !nvrtc_or_skip("entry_for_another_key_is_rejected") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::open(dir.path()).unwrap();
+        let (a, b) = (kernel(4), kernel(5));
+        cache.get_or_compile(&a, Arch::Sm90a).unwrap();
+        // A valid entry copied under the wrong name must not be served for `b`.
+        fs::copy(
+            entry_file(&cache, &a, Arch::Sm90a),
+            entry_file(&cache, &b, Arch::Sm90a),
+        )
+        .unwrap();
+        let k = cache.get_or_compile(&b, Arch::Sm90a).unwrap();
+        assert!(!k.hit);
+        assert_eq!(cache.session_counters().corrupt_discarded, 1);
+        assert_eq!(k.entry, "cache_k5");
+    }
+
+    #[test]
+    fn many_dedupes_compiles_and_keeps_order_and_errors() {
+        if !nvrtc_or_skip("many_dedupes_compiles_and_keeps_order_and_errors") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let cache = KernelCache::open(dir.path()).unwrap();
+        cache.get_or_compile(&kernel(6), Arch::Sm90a).unwrap();
+        let mut bad = kernel(7);
+        bad.code.push_str("syntax error here\n");
+        let items = vec![
+            (kernel(6), Arch::Sm90a),
+            (kernel(8), Arch::Sm90a),
+            (bad, Arch::Sm90a),
+            (kernel(8), Arch::Sm90a),
+            (kernel(8), Arch::Sm120),
+        ];
+        let r = cache.get_or_compile_many(&items, Some(2));
+        let c = cache.session_counters();
+        // The warm-up miss, then one miss (= one compile job) each for k8/sm90a, bad and
+        // k8/sm120; the repeated k8/sm90a shares its job.
+        assert_eq!((c.hits, c.misses), (1, 4));
+        assert!(r[0].as_ref().unwrap().hit);
+        assert!(
+            matches!(&r[2], Err(CacheError::Compile(CompileError::Nvrtc { entry, .. })) if entry == "cache_k7")
+        );
+        let (k1, k3) = (r[1].as_ref().unwrap(), r[3].as_ref().unwrap());
+        assert_eq!(k1.cubin, k3.cubin);
+        assert_eq!(r[4].as_ref().unwrap().arch, Arch::Sm120);
+        assert_eq!(cache.stats().unwrap().entries, 3);
+        let again = cache.get_or_compile_many(&items, None);
+        assert!(again
+            .iter()
+            .enumerate()
+            .all(|(i, r)| i == 2 || r.as_ref().unwrap().hit));
+    }
+
+    #[test]
+    fn clear_and_lifetime_stats() {
+        if !nvrtc_or_skip("clear_and_lifetime_stats") {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let cache = KernelCache::open(dir.path()).unwrap();
+            cache.get_or_compile(&kernel(9), Arch::Sm90a).unwrap();
+            cache.get_or_compile(&kernel(9), Arch::Sm90a).unwrap();
+        }
+        let cache = KernelCache::open(dir.path()).unwrap();
+        cache.get_or_compile(&kernel(9), Arch::Sm90a).unwrap();
+        let s = cache.stats().unwrap();
+        assert_eq!(
+            (s.hits, s.misses),
+            (2, 1),
+            "lifetime counts include the dropped handle"
+        );
+        assert_eq!((s.session.hits, s.session.misses), (1, 0));
+        cache.flush_stats().unwrap();
+        assert_eq!(
+            cache.stats().unwrap().hits,
+            2,
+            "flushing does not double count"
+        );
+        fs::write(dir.path().join(".x.rtxk.tmp.1.2.3"), b"partial").unwrap();
+        assert_eq!(cache.clear().unwrap(), 1);
+        let s = cache.stats().unwrap();
+        assert_eq!((s.entries, s.bytes, s.hits, s.misses), (0, 0, 0, 0));
+        assert!(cache.list().unwrap().is_empty());
+        let names: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| n == STATS_LOCK), "left: {names:?}");
+    }
+
+    fn arb_entry() -> impl Strategy<Value = CacheEntry> {
+        (
+            any::<[u8; 32]>(),
+            "[a-z_][a-z0-9_]{0,20}",
+            any::<u32>(),
+            proptest::sample::select(Arch::ALL.to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..300),
+            proptest::collection::vec("[ -~]{0,12}", 0..4),
+            ".{0,40}",
+            (0u32..256, 0u32..5000, 0u32..100000),
+        )
+            .prop_map(
+                |(key, entry, tv, arch, cubin, options, log, (regs, spill, smem))| CacheEntry {
+                    key,
+                    entry: entry.clone(),
+                    template: "t".into(),
+                    template_version: tv,
+                    fingerprint: *blake3::hash(entry.as_bytes()).as_bytes(),
+                    arch,
+                    nvrtc_version: (13, 0),
+                    options,
+                    created: 1_700_000_000,
+                    cubin_blake3: *blake3::hash(&cubin).as_bytes(),
+                    cubin,
+                    resources: vec![ResourceUsage {
+                        function: entry,
+                        arch,
+                        is_entry: true,
+                        registers: regs,
+                        spill_store_bytes: spill,
+                        spill_load_bytes: spill,
+                        stack_frame_bytes: spill,
+                        cumulative_stack_bytes: Some(spill),
+                        shared_bytes: smem,
+                        barriers: 1,
+                        const_bytes: None,
+                    }],
+                    log,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn entries_round_trip(e in arb_entry()) {
+            let bytes = e.encode().unwrap();
+            prop_assert_eq!(CacheEntry::decode(&bytes).unwrap(), e.clone());
+            prop_assert!(CacheEntry::decode_for(&bytes, &blake3::Hash::from_bytes(e.key)).is_ok());
+        }
+
+        #[test]
+        fn corrupted_entries_never_decode(e in arb_entry(), pos in any::<usize>(), xor in 1u8..=255, cut in any::<usize>()) {
+            let bytes = e.encode().unwrap();
+            let mut flipped = bytes.clone();
+            let p = pos % flipped.len();
+            flipped[p] ^= xor;
+            prop_assert!(CacheEntry::decode(&flipped).is_err(), "byte {} ^ {:#x} decoded", p, xor);
+            let cut = cut % bytes.len();
+            prop_assert!(CacheEntry::decode(&bytes[..cut]).is_err());
+            let mut longer = bytes.clone();
+            longer.push(0);
+            prop_assert!(CacheEntry::decode(&longer).is_err());
+        }
+
+        #[test]
+        fn a_bad_cubin_checksum_is_caught_even_in_a_valid_frame(e in arb_entry(), xor in 1u8..=255) {
+            let mut bad = e.clone();
+            bad.cubin_blake3[0] ^= xor;
+            let bytes = bad.encode().unwrap();
+            prop_assert_eq!(CacheEntry::decode(&bytes), Err(EntryError::CubinChecksum));
+        }
+    }
+}
