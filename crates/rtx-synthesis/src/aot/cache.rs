@@ -67,7 +67,8 @@ pub fn cache_key_with(
 }
 
 /// The cache key of `src` for `arch` with this machine's toolchain (needs NVRTC loadable, but
-/// makes no NVRTC compile).
+/// makes no NVRTC compile). The option list includes the CUDA include folder, so a cache copied
+/// to a machine whose headers live elsewhere misses (use a [`crate::aot::Bundle`] to ship binaries).
 pub fn cache_key(src: &KernelSource, arch: Arch) -> Result<blake3::Hash, ToolchainError> {
     let tc = Toolchain::get()?;
     Ok(cache_key_with(
@@ -378,12 +379,18 @@ pub enum CacheError {
     /// NVRTC or the headers are missing (needed to compute keys and to compile).
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
-    /// The kernel did not compile.
+    /// The kernel did not compile (boxed: it carries the log and the source).
     #[error(transparent)]
-    Compile(#[from] CompileError),
+    Compile(Box<CompileError>),
     /// An entry could not be encoded.
     #[error("cache entry: {0}")]
     Entry(#[from] EntryError),
+}
+
+impl From<CompileError> for CacheError {
+    fn from(e: CompileError) -> Self {
+        CacheError::Compile(Box::new(e))
+    }
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> CacheError + '_ {
@@ -1007,7 +1014,7 @@ mod tests {
         assert_eq!((c.hits, c.misses), (1, 4));
         assert!(r[0].as_ref().unwrap().hit);
         assert!(
-            matches!(&r[2], Err(CacheError::Compile(CompileError::Nvrtc { entry, .. })) if entry == "cache_k7")
+            matches!(&r[2], Err(CacheError::Compile(e)) if matches!(&**e, CompileError::Nvrtc { entry, .. } if entry == "cache_k7"))
         );
         let (k1, k3) = (r[1].as_ref().unwrap(), r[3].as_ref().unwrap());
         assert_eq!(k1.cubin, k3.cubin);

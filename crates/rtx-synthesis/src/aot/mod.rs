@@ -22,6 +22,6 @@ pub use cache::{
     EntryInfo, KernelCache,
 };
 pub use nvrtc::{compile, nvrtc_calls, options_for, CompileError, Compiled};
-pub use parallel::{compile_many, default_jobs};
+pub use parallel::{compile_many, compile_many_refs, default_jobs};
 pub use resources::{parse_ptxas_log, ResourceUsage};
 pub use toolchain::{Toolchain, ToolchainError};

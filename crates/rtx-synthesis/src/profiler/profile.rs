@@ -380,7 +380,6 @@ mod tests {
             .unwrap();
         assert_eq!(d.measured.copy_gbps, Some(4200.0));
         assert!(store.load(&key).unwrap().is_some());
-        drop(measure);
         assert_eq!(calls, 3);
         let err =
             store.load_or_measure(&key, true, || Err::<DeviceProfile, _>("no GPU".to_string()));
