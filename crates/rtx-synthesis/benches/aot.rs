@@ -2,9 +2,10 @@
 //! bounded parallel pool, and per kernel a cold NVRTC compile vs a warm cache load.
 //!
 //! Run: `LD_LIBRARY_PATH=<nvrtc lib dir> cargo bench -p rtx-synthesis --bench aot`.
+//! `RTX_AOT_AB=5` instead alternates 5 serial/parallel rounds (robust on a shared, loaded machine).
 //! Without NVRTC the benchmarks are skipped with a message.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{criterion_group, BenchmarkId, Criterion};
 use rtx_synthesis::aot::{compile, compile_many, default_jobs, KernelCache, Toolchain};
 use rtx_synthesis::templates::KernelSource;
 use rtx_synthesis::Arch;
@@ -110,5 +111,65 @@ fn bench_cold_vs_warm(c: &mut Criterion) {
     eprintln!("cubin size {} bytes", first.cubin.len());
 }
 
+/// Process CPU time (user + system) in seconds, from `/proc/self/stat` (Linux; `None` elsewhere).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the `(comm)`: state is field 3, utime 14, stime 15 (1-based).
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// `RTX_AOT_AB=<rounds>`: instead of criterion, alternate serial and parallel runs of the 64
+/// instances (so both see the same background load) and print wall and CPU time of each.
+fn ab_rounds(rounds: usize) {
+    if let Err(e) = Toolchain::get() {
+        eprintln!("SKIP aot A/B: {e}");
+        return;
+    }
+    let items = instances();
+    let jobs = default_jobs();
+    let mut serial = Vec::new();
+    let mut parallel = Vec::new();
+    for round in 0..rounds {
+        for (name, j, out) in [
+            ("serial", 1, &mut serial),
+            ("parallel", jobs, &mut parallel),
+        ] {
+            let cpu0 = process_cpu_seconds();
+            let t = std::time::Instant::now();
+            let r = compile_many(&items, Some(j));
+            let wall = t.elapsed().as_secs_f64();
+            let cpu = cpu0.and_then(|c0| process_cpu_seconds().map(|c1| c1 - c0));
+            assert!(r.iter().all(Result::is_ok));
+            println!(
+                "round {round} {name:>8} jobs={j}: wall {wall:.2} s, cpu {:.2} s",
+                cpu.unwrap_or(f64::NAN)
+            );
+            out.push(wall);
+        }
+    }
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (s, p) = (med(&mut serial), med(&mut parallel));
+    println!(
+        "median wall: serial {s:.2} s, parallel {p:.2} s, speedup {:.2}x (jobs={jobs})",
+        s / p
+    );
+}
+
 criterion_group!(benches, bench_parallel, bench_cold_vs_warm);
-criterion_main!(benches);
+
+fn main() {
+    if let Some(rounds) = std::env::var("RTX_AOT_AB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return ab_rounds(rounds);
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
