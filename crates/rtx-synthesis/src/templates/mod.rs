@@ -5,6 +5,7 @@
 //! budgets) before any code is generated, so an invalid config never reaches NVRTC.
 
 pub mod codegen;
+pub mod gemm;
 
 use crate::Arch;
 use serde::{de::DeserializeOwned, Serialize};
