@@ -262,7 +262,13 @@ mod tests {
     #[test]
     fn unknown_or_broken_devices_are_refused_with_the_reason() {
         let e = detect(&with_cc("Pascal", (6, 1), 20, 48 * 1024)).unwrap_err();
-        assert!(matches!(e, DetectError::UnknownArch { compute_capability: (6, 1), .. }));
+        assert!(matches!(
+            e,
+            DetectError::UnknownArch {
+                compute_capability: (6, 1),
+                ..
+            }
+        ));
         assert!(e.to_string().contains("6.1"), "{e}");
         let e = detect(&DeviceInfo {
             sm_count: 0,

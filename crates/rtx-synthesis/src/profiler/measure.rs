@@ -77,10 +77,7 @@ impl MeasureOptions {
             ));
         }
         if !(self.target_ms.is_finite() && self.target_ms > 0.0 && self.target_ms <= 10_000.0) {
-            return bad(format!(
-                "target_ms {} is not in (0, 10000]",
-                self.target_ms
-            ));
+            return bad(format!("target_ms {} is not in (0, 10000]", self.target_ms));
         }
         if self.copy_bytes < (1 << 20) {
             return bad(format!(
@@ -111,7 +108,7 @@ pub enum MeasureError {
         entry: String,
         /// The compile or cache error.
         #[source]
-        source: CacheError,
+        source: Box<CacheError>,
     },
     /// A driver call failed.
     #[error("{step}: {source}")]
@@ -217,17 +214,20 @@ fn compile_and_load(
         .map(|k| k.emit(arch).map(|s| (s, arch)))
         .collect::<Result<_, _>>()?;
     let started = Instant::now();
-    let binaries: Vec<Result<Vec<u8>, CacheError>> = match KernelCache::open_default() {
+    let binaries: Vec<Result<Vec<u8>, Box<CacheError>>> = match KernelCache::open_default() {
         Ok(cache) => cache
             .get_or_compile_many(&sources, None)
             .into_iter()
-            .map(|r| r.map(|k| k.cubin))
+            .map(|r| r.map(|k| k.cubin).map_err(Box::new))
             .collect(),
         Err(e) => {
             tracing::warn!(error = %e, "kernel cache unavailable; compiling the profiler's kernels uncached");
             aot::compile_many(&sources, None)
                 .into_iter()
-                .map(|r| r.map(|c| c.cubin).map_err(CacheError::from))
+                .map(|r| {
+                    r.map(|c| c.cubin)
+                        .map_err(|e| Box::new(CacheError::from(e)))
+                })
                 .collect()
         }
     };
@@ -346,7 +346,11 @@ impl Bench<'_> {
         // Correctness first, on small buffers with a 3-block grid that exercises both the
         // unrolled loop and its tail.
         let small_n = |k: &CopyKernel| 3 * (k.block * k.unroll) as usize * 2 + 5;
-        let max_n = entries.iter().map(|e| small_n(&e.kernel)).max().unwrap_or(0);
+        let max_n = entries
+            .iter()
+            .map(|e| small_n(&e.kernel))
+            .max()
+            .unwrap_or(0);
         let pattern: Vec<u32> = (0..max_n as u32 * 4).map(|i| i ^ 0x9E37_79B9).collect();
         let mut src = self.alloc(max_n * V, "the copy check")?;
         let mut dst = self.alloc(max_n * V, "the copy check")?;
@@ -367,7 +371,9 @@ impl Bench<'_> {
                 .download(&self.stream)
                 .step(|| format!("reading back `{}`", k.entry()))?;
             let words = n * 4;
-            if let Some(i) = (0..got.len()).find(|&i| got[i] != if i < words { pattern[i] } else { 0 }) {
+            if let Some(i) =
+                (0..got.len()).find(|&i| got[i] != if i < words { pattern[i] } else { 0 })
+            {
                 return Err(MeasureError::WrongResult {
                     kernel: k.entry(),
                     detail: format!(
@@ -381,7 +387,10 @@ impl Bench<'_> {
         drop((src, dst));
 
         // Bandwidth, on two large buffers.
-        let (free, _) = self.device.mem_info().step(|| "querying free memory".into())?;
+        let (free, _) = self
+            .device
+            .mem_info()
+            .step(|| "querying free memory".into())?;
         let bytes = self.opts.copy_bytes.min(free / 4) / (1 << 20) * (1 << 20);
         if bytes < (1 << 20) {
             return Err(MeasureError::Options(format!(
@@ -420,9 +429,12 @@ impl Bench<'_> {
             );
             figures.push(self.figure(Quantity::CopyGbps, method, gbps(&t), t)?);
         }
-        let t = self.time("cuMemcpyDtoDAsync", self.opts.warmup, self.opts.runs, || {
-            dst.copy_from(&src, &self.stream)
-        })?;
+        let t = self.time(
+            "cuMemcpyDtoDAsync",
+            self.opts.warmup,
+            self.opts.runs,
+            || dst.copy_from(&src, &self.stream),
+        )?;
         let method = format!("driver copy cuMemcpyDtoDAsync, {} MiB x 2", bytes >> 20);
         figures.push(self.figure(Quantity::CopyGbps, method, gbps(&t), t)?);
         Ok(figures)
@@ -593,22 +605,22 @@ impl Bench<'_> {
         for _ in 0..self.opts.launch_samples {
             let start = Event::new(self.device).step(|| "creating an event".into())?;
             let end = Event::new(self.device).step(|| "creating an event".into())?;
-            start.record(&self.stream).step(|| "recording an event".into())?;
+            start
+                .record(&self.stream)
+                .step(|| "recording an event".into())?;
             let t0 = Instant::now();
             for _ in 0..n {
                 unsafe { launch(f, &self.stream, 1, k.block_threads(), &mut args) }.step(what)?;
             }
             let host_s = t0.elapsed().as_secs_f64();
-            end.record(&self.stream).step(|| "recording an event".into())?;
+            end.record(&self.stream)
+                .step(|| "recording an event".into())?;
             let ms = start.elapsed_ms(&end).step(|| "timing launches".into())? as f64;
             host.push(host_s * 1e3);
             dev.push(ms);
         }
         let per = |v: f64| v * 1e3 / n as f64;
-        let (th, td) = (
-            Timing::from_samples(&host),
-            Timing::from_samples(&dev),
-        );
+        let (th, td) = (Timing::from_samples(&host), Timing::from_samples(&dev));
         let (Some(th), Some(td)) = (th, td) else {
             return Err(MeasureError::Implausible {
                 what: "launch timing".into(),
@@ -641,7 +653,11 @@ impl Bench<'_> {
 /// from: 2x the datasheet figure and, for compute, the SM clock x the widest issue rate
 /// (128 fp32 lanes per SM, the most any NVIDIA SM has; generously 8192 dense tensor flops per SM
 /// and clock, where Hopper does 4096), whichever is tighter.
-pub fn plausible_bound(q: Quantity, info: &DeviceInfo, datasheet: Option<&HwEntry>) -> (f64, String) {
+pub fn plausible_bound(
+    q: Quantity,
+    info: &DeviceInfo,
+    datasheet: Option<&HwEntry>,
+) -> (f64, String) {
     let sheet = datasheet.and_then(|d| q.datasheet(d));
     let ghz = info.clock_khz as f64 / 1e6;
     let sms = info.sm_count as f64;
@@ -709,7 +725,10 @@ fn ceilings_of(figures: &[Figure]) -> Ceilings {
 /// `wgmma` figures (sm_90a) are measured last; a failure there is listed in
 /// [`MeasureReport::failures`] and the tensor ceilings fall back to `mma.sync`, unless it left
 /// the context unusable (a sticky error), which is returned.
-pub fn measure_report(device: &Device, opts: &MeasureOptions) -> Result<MeasureReport, MeasureError> {
+pub fn measure_report(
+    device: &Device,
+    opts: &MeasureOptions,
+) -> Result<MeasureReport, MeasureError> {
     opts.validate()?;
     let info = device.info();
     let caps = detect(info)?;
@@ -887,7 +906,10 @@ mod tests {
         assert_eq!(c.copy_gbps, Some(4250.0));
         assert_eq!(c.bf16_tflops, Some(700.0));
         assert_eq!(c.launch_overhead_us, Some(2.5));
-        assert_eq!((c.fp32_tflops, c.tf32_tflops, c.f16_tflops), (None, None, None));
+        assert_eq!(
+            (c.fp32_tflops, c.tf32_tflops, c.f16_tflops),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -939,7 +961,10 @@ mod tests {
                 ..MeasureOptions::default()
             },
         ] {
-            assert!(matches!(bad.validate(), Err(MeasureError::Options(_))), "{bad:?}");
+            assert!(
+                matches!(bad.validate(), Err(MeasureError::Options(_))),
+                "{bad:?}"
+            );
         }
     }
 

@@ -210,12 +210,18 @@ mod tests {
         let lines = r.lines(lookup("NVIDIA H200", (9, 0)));
         assert!(lines[0].contains("NVIDIA H200 SXM"), "{}", lines[0]);
         assert!(
-            lines[1].contains("4320.00 GB/s") && lines[1].contains("4800.0") && lines[1].contains("ratio 0.900"),
+            lines[1].contains("4320.00 GB/s")
+                && lines[1].contains("4800.0")
+                && lines[1].contains("ratio 0.900"),
             "{}",
             lines[1]
         );
-        assert!(lines.iter().any(|l| l.starts_with("ceiling copy") && l.contains("ratio 0.900")));
-        assert!(lines.iter().any(|l| l.starts_with("ceiling fp32") && l.contains("not measured")));
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("ceiling copy") && l.contains("ratio 0.900")));
+        assert!(lines
+            .iter()
+            .any(|l| l.starts_with("ceiling fp32") && l.contains("not measured")));
         assert!(lines.iter().any(|l| l.contains("FAILED  wgmma bf16: boom")));
         let no_db = r.lines(None);
         assert!(no_db[1].contains("datasheet        -"), "{}", no_db[1]);
@@ -228,7 +234,10 @@ mod tests {
             bf16_tflops: Some(5.0),
             launch_overhead_us: Some(6.0),
         };
-        let got: Vec<f64> = Quantity::CEILINGS.iter().map(|q| q.of(&c).unwrap()).collect();
+        let got: Vec<f64> = Quantity::CEILINGS
+            .iter()
+            .map(|q| q.of(&c).unwrap())
+            .collect();
         assert_eq!(got, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
     }
 }

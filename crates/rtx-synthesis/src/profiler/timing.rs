@@ -74,7 +74,10 @@ mod tests {
     #[test]
     fn median_min_max() {
         let t = Timing::from_samples(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((t.median_ms, t.min_ms, t.max_ms, t.runs), (2.0, 1.0, 3.0, 3));
+        assert_eq!(
+            (t.median_ms, t.min_ms, t.max_ms, t.runs),
+            (2.0, 1.0, 3.0, 3)
+        );
         let t = Timing::from_samples(&[4.0, 1.0, 2.0, 3.0]).unwrap();
         assert_eq!(t.median_ms, 2.5);
         assert_eq!(Timing::from_samples(&[]), None);

@@ -66,7 +66,10 @@ impl MicroKernel for CopyKernel {
     fn check(&self, _arch: Arch) -> Result<(), ConstraintViolation> {
         check_block(self, self.block)?;
         if !(1..=16).contains(&self.unroll) {
-            return Err(violation(self, format!("unroll {} not in 1..=16", self.unroll)));
+            return Err(violation(
+                self,
+                format!("unroll {} not in 1..=16", self.unroll),
+            ));
         }
         Ok(())
     }

@@ -27,6 +27,9 @@ impl MicroKernel for EmptyKernel {
     }
 
     fn write(&self, _arch: Arch, w: &mut CudaWriter) {
-        w.line(format!("extern \"C\" __global__ void {}() {{}}", self.entry()));
+        w.line(format!(
+            "extern \"C\" __global__ void {}() {{}}",
+            self.entry()
+        ));
     }
 }

@@ -68,10 +68,16 @@ impl MicroKernel for FmaKernel {
     fn check(&self, _arch: Arch) -> Result<(), ConstraintViolation> {
         check_block(self, self.block)?;
         if !(1..=32).contains(&self.chains) {
-            return Err(violation(self, format!("{} chains not in 1..=32", self.chains)));
+            return Err(violation(
+                self,
+                format!("{} chains not in 1..=32", self.chains),
+            ));
         }
         if !(1..=64).contains(&self.unroll) {
-            return Err(violation(self, format!("unroll {} not in 1..=64", self.unroll)));
+            return Err(violation(
+                self,
+                format!("unroll {} not in 1..=64", self.unroll),
+            ));
         }
         if !(1..=32).contains(&self.min_blocks_per_sm) {
             return Err(violation(

@@ -102,7 +102,10 @@ impl MicroKernel for MmaSyncKernel {
             ));
         }
         if !(1..=16).contains(&self.unroll) {
-            return Err(violation(self, format!("unroll {} not in 1..=16", self.unroll)));
+            return Err(violation(
+                self,
+                format!("unroll {} not in 1..=16", self.unroll),
+            ));
         }
         if !(1..=16).contains(&self.min_blocks_per_sm) || self.block * self.min_blocks_per_sm > 2048
         {

@@ -68,7 +68,10 @@ pub trait MicroKernel: std::fmt::Debug {
 }
 
 /// A [`ConstraintViolation`] for `kernel`.
-pub(crate) fn violation(kernel: &dyn MicroKernel, reason: impl Into<String>) -> ConstraintViolation {
+pub(crate) fn violation(
+    kernel: &dyn MicroKernel,
+    reason: impl Into<String>,
+) -> ConstraintViolation {
     ConstraintViolation {
         template: kernel.template().to_string(),
         config: format!("{kernel:?}"),

@@ -1,7 +1,9 @@
 //! [`MicroSuite`]: the micro-benchmark kernels (and their launch shapes) the profiler runs on one
 //! architecture.
 
-use super::{CacheHint, CopyKernel, EmptyKernel, FmaKernel, MicroKernel, MmaSyncKernel, WgmmaKernel};
+use super::{
+    CacheHint, CopyKernel, EmptyKernel, FmaKernel, MicroKernel, MmaSyncKernel, WgmmaKernel,
+};
 use crate::{Arch, DType};
 
 /// A kernel plus the number of blocks per SM its grid gets.

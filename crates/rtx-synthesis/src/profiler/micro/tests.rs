@@ -38,7 +38,11 @@ fn compiles_clean(k: &dyn MicroKernel, arch: Arch) -> crate::aot::ResourceUsage 
     );
     assert!(r.is_entry, "{}", c.log);
     assert!(!r.spills(), "{} spills on {arch}:\n{}", src.entry, c.log);
-    assert_eq!(r.stack_frame_bytes, 0, "{} uses a stack:\n{}", src.entry, c.log);
+    assert_eq!(
+        r.stack_frame_bytes, 0,
+        "{} uses a stack:\n{}",
+        src.entry, c.log
+    );
     assert!(
         !c.log.to_ascii_lowercase().contains("serializ"),
         "{} on {arch}: ptxas serialized wgmma:\n{}",
@@ -64,7 +68,11 @@ fn every_suite_kernel_compiles_without_spills_for_hopper_and_blackwell() {
             .collect();
         for k in suite.kernels() {
             let r = &reports[&k.entry()];
-            assert!(r.registers > 0 || k.entry() == "rtx_micro_empty", "{}", k.entry());
+            assert!(
+                r.registers > 0 || k.entry() == "rtx_micro_empty",
+                "{}",
+                k.entry()
+            );
         }
         // The register budget implied by each kernel's launch shape holds.
         for e in &suite.mma_sync {
@@ -118,7 +126,11 @@ fn constraints_name_the_bad_parameter() {
         block: 100,
         hint: CacheHint::Default,
     };
-    assert!(bad_block.check(Arch::Sm90a).unwrap_err().reason.contains("100"));
+    assert!(bad_block
+        .check(Arch::Sm90a)
+        .unwrap_err()
+        .reason
+        .contains("100"));
     let bad_unroll = CopyKernel {
         unroll: 0,
         ..bad_block
@@ -146,7 +158,11 @@ fn constraints_name_the_bad_parameter() {
             unroll: 8,
             min_blocks_per_sm: 2,
         };
-        assert!(w.check(Arch::Sm90a).unwrap_err().reason.contains("multiple of 8"));
+        assert!(w
+            .check(Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("multiple of 8"));
     }
 }
 
@@ -160,9 +176,14 @@ fn work_accounting() {
         min_blocks_per_sm: 4,
     };
     assert_eq!(m.k(), 8);
-    assert_eq!(m.flops_per_warp(10), 2.0 * 16.0 * 8.0 * 8.0 * 8.0 * 2.0 * 10.0);
+    assert_eq!(
+        m.flops_per_warp(10),
+        2.0 * 16.0 * 8.0 * 8.0 * 8.0 * 2.0 * 10.0
+    );
     assert_eq!(m.expected_ones(3), (8 * 4 * 8 * 2 * 3) as f32);
-    assert!(m.instruction().starts_with("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
+    assert!(m
+        .instruction()
+        .starts_with("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"));
     let w = WgmmaKernel {
         dtype: DType::Bf16,
         n: 256,

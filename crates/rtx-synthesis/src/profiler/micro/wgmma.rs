@@ -116,7 +116,10 @@ impl MicroKernel for WgmmaKernel {
             ));
         }
         if !(1..=32).contains(&self.unroll) {
-            return Err(violation(self, format!("unroll {} not in 1..=32", self.unroll)));
+            return Err(violation(
+                self,
+                format!("unroll {} not in 1..=32", self.unroll),
+            ));
         }
         if !(1..=4).contains(&self.min_blocks_per_sm) {
             return Err(violation(
