@@ -1,6 +1,6 @@
 //! Hardware profiler: what the GPU is, what it can really do, and what its datasheet says.
 //!
-//! - [`detect`]: [`Capabilities`] (architecture, tensor-core generation, TMA, limits) from the
+//! - [`detect`](mod@detect): [`Capabilities`] (architecture, tensor-core generation, TMA, limits) from the
 //!   driver's [`rtx_runtime::DeviceInfo`]; pure.
 //! - [`micro`]: the micro-benchmark kernels (copy, FMA, `mma.sync`, `wgmma`, empty launch).
 //! - [`hwdb`]: datasheet figures matched by device name + compute capability ([`lookup`]).
