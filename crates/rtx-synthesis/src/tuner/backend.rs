@@ -215,6 +215,13 @@ pub trait TuneBackend<T: Template>: Sync {
             .min(8)
     }
 
+    /// True when a failure that [`CandidateError::poisons_context`] leaves the backend usable
+    /// (a worker backend respawns its process). False for in-process backends: after a sticky
+    /// fault the tuner stops measuring and keeps what it measured before.
+    fn isolates_faults(&self) -> bool {
+        false
+    }
+
     /// Compiles a batch, reporting each result through `sink` as it finishes. The default runs
     /// [`TuneBackend::compile`] on [`TuneBackend::compile_parallelism`] threads; a backend may
     /// batch instead (one worker request, one NVRTC program with several kernels, ...).
