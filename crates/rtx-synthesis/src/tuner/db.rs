@@ -705,3 +705,403 @@ impl DbEntry {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tuner::key::OpSignature;
+    use crate::tuner::testing::{ToyConfig, ToyProblem, ToyTemplate};
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn stats(median: f64) -> TimingStats {
+        TimingStats::from_samples(vec![median; 3]).unwrap()
+    }
+
+    fn device() -> DeviceKey {
+        DeviceKey::new("NVIDIA H200", (9, 0), (13, 0))
+    }
+
+    fn stored(t: &ToyTemplate, p: &ToyProblem, id: u32, median: f64) -> StoredConfig {
+        let c = ToyTemplate::config(id);
+        let src = t.emit(p, &c, Arch::Sm90a).unwrap();
+        StoredConfig {
+            config: serde_json::to_value(&c).unwrap(),
+            fingerprint: src.fingerprint().to_hex().to_string(),
+            stats: stats(median),
+        }
+    }
+
+    /// An entry for the toy template on `n`, winner `id`, runners-up `runners`.
+    fn toy_entry(t: &ToyTemplate, n: u32, id: u32, runners: &[u32]) -> DbEntry {
+        let p = ToyProblem { n };
+        DbEntry {
+            key: TuneKey::new(t, &p, Arch::Sm90a, &device()).unwrap(),
+            winner: stored(t, &p, id, 10.0),
+            runners_up: runners.iter().map(|&r| stored(t, &p, r, 20.0 + r as f64)).collect(),
+            meta: EntryMeta {
+                created_unix_s: 1,
+                strategy: "test".into(),
+                measured: 3,
+                failed: 0,
+                space: n,
+                tuner_version: "test".into(),
+            },
+        }
+    }
+
+    fn plain_entry(shape: Vec<u64>, median: f64, fingerprint: &str) -> DbEntry {
+        DbEntry {
+            key: TuneKey {
+                op: OpSignature {
+                    op: "gemm".into(),
+                    dtypes: vec![],
+                    layouts: vec![],
+                    shape,
+                    attrs: vec![],
+                },
+                device: device(),
+                arch: Arch::Sm90a,
+                template: "t".into(),
+                template_version: 1,
+                fingerprint: fingerprint.into(),
+            },
+            winner: StoredConfig {
+                config: json!({"bm": 128}),
+                fingerprint: "f".into(),
+                stats: stats(median),
+            },
+            runners_up: vec![],
+            meta: EntryMeta {
+                created_unix_s: 0,
+                strategy: String::new(),
+                measured: 0,
+                failed: 0,
+                space: 0,
+                tuner_version: String::new(),
+            },
+        }
+    }
+
+    fn lookup(db: &TuningDb, t: &ToyTemplate, n: u32) -> Lookup<ToyConfig> {
+        db.lookup(t, &ToyProblem { n }, Arch::Sm90a, &device(), &LookupPolicy::default())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_missing_file_is_an_empty_db_and_inserts_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("tuning.db");
+        let mut db = TuningDb::open(&path).unwrap();
+        assert!(db.is_empty());
+        let t = ToyTemplate::default();
+        db.insert(toy_entry(&t, 64, 5, &[6])).unwrap();
+        db.insert(toy_entry(&t, 128, 7, &[])).unwrap();
+        db.insert(toy_entry(&t, 64, 9, &[])).unwrap(); // same key: replaced
+        let again = TuningDb::open(&path).unwrap();
+        assert_eq!(again.len(), 2);
+        assert_eq!(again.entries(), db.entries());
+        let leftovers: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp."))
+            .collect();
+        assert!(leftovers.is_empty(), "temp files left: {leftovers:?}");
+        let key = TuneKey::new(&t, &ToyProblem { n: 64 }, Arch::Sm90a, &device()).unwrap();
+        assert_eq!(again.get(&key).unwrap().winner.config["id"], json!(9));
+        let mut db = again;
+        assert!(db.remove(&key).unwrap());
+        assert!(!db.remove(&key).unwrap());
+        assert_eq!(TuningDb::open(&path).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn damaged_files_are_refused_not_clobbered() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tuning.db");
+        let good = encode(&[plain_entry(vec![1], 1.0, "a")]).unwrap();
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (b"not a database".to_vec(), "magic"),
+            (good[..30].to_vec(), "truncated"),
+            (
+                {
+                    let mut b = good.clone();
+                    let last = b.len() - 1;
+                    b[last] ^= 0xff;
+                    b
+                },
+                "checksum",
+            ),
+            (
+                {
+                    let mut b = good.clone();
+                    b.push(0);
+                    b
+                },
+                "body is",
+            ),
+        ];
+        for (bytes, what) in cases {
+            fs::write(&path, &bytes).unwrap();
+            match TuningDb::open(&path) {
+                Err(DbError::Corrupt { reason, .. }) => assert!(reason.contains(what), "{what}: {reason}"),
+                other => panic!("{what}: expected Corrupt, got {other:?}"),
+            }
+            let mut db = TuningDb {
+                path: path.clone(),
+                entries: vec![],
+                index: HashMap::new(),
+                families: HashMap::new(),
+            };
+            assert!(
+                db.insert(plain_entry(vec![2], 1.0, "a")).is_err(),
+                "{what}: an insert must not overwrite it"
+            );
+            assert_eq!(fs::read(&path).unwrap(), bytes);
+        }
+        let mut newer = good.clone();
+        newer[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+        fs::write(&path, &newer).unwrap();
+        assert!(
+            matches!(TuningDb::open(&path), Err(DbError::NewerFormat { found, .. }) if found == FORMAT_VERSION + 1)
+        );
+    }
+
+    #[test]
+    fn json_merge_keeps_the_faster_and_never_mixes_fingerprints() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = TuningDb::open(dir.path().join("a.db")).unwrap();
+        a.merge(vec![
+            plain_entry(vec![64], 10.0, "fp1"),
+            plain_entry(vec![128], 10.0, "fp1"),
+        ])
+        .unwrap();
+        let mut b = TuningDb::open(dir.path().join("b.db")).unwrap();
+        b.merge(vec![
+            plain_entry(vec![64], 8.0, "fp1"),   // same key, faster: replaces
+            plain_entry(vec![128], 12.0, "fp1"), // same key, slower: kept out
+            plain_entry(vec![64], 1.0, "fp2"),   // other fingerprint: its own key
+            {
+                let mut e = plain_entry(vec![256], 1.0, "fp1");
+                e.winner.stats.median_us = f64::NAN;
+                e
+            },
+        ])
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(b.len(), 3, "the NaN entry is refused");
+        let report = a.import_json(&b.export_json().unwrap()).unwrap();
+        assert_eq!(
+            report,
+            MergeReport {
+                added: 1,
+                replaced: 1,
+                kept: 1,
+                refused: 0
+            }
+        );
+        let med = |db: &TuningDb, shape: u64, fp: &str| {
+            db.get(&plain_entry(vec![shape], 0.0, fp).key)
+                .map(|e| e.winner.stats.median_us)
+        };
+        assert_eq!(med(&a, 64, "fp1"), Some(8.0));
+        assert_eq!(med(&a, 128, "fp1"), Some(10.0));
+        assert_eq!(med(&a, 64, "fp2"), Some(1.0));
+        let reread = TuningDb::open(dir.path().join("a.db")).unwrap();
+        assert_eq!(reread.len(), 3);
+        assert!(matches!(
+            a.import_json("{\"format\": \"other\", \"version\": 1, \"entries\": []}"),
+            Err(DbError::Json(_))
+        ));
+        assert!(matches!(a.import_json("[1, 2]"), Err(DbError::Json(_))));
+    }
+
+    #[test]
+    fn exports_show_configs_as_json_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TuningDb::open(dir.path().join("t.db")).unwrap();
+        db.merge(vec![plain_entry(vec![64], 10.0, "fp1")]).unwrap();
+        let v: Value = serde_json::from_str(&db.export_json().unwrap()).unwrap();
+        assert_eq!(v["format"], json!(EXPORT_FORMAT));
+        assert_eq!(
+            v["entries"][0]["winner"]["config"],
+            json!({"bm": 128}),
+            "a readable object, not a string"
+        );
+    }
+
+    #[test]
+    fn lookup_serves_exact_then_nearest_then_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TuningDb::open(dir.path().join("t.db")).unwrap();
+        let t = ToyTemplate::default();
+        db.insert(toy_entry(&t, 64, 5, &[6, 2])).unwrap();
+        db.insert(toy_entry(&t, 1024, 7, &[])).unwrap();
+
+        let exact = lookup(&db, &t, 64);
+        assert_eq!(exact.source, LookupSource::Exact);
+        assert_eq!(exact.config.id, 5);
+        assert_eq!(exact.fallbacks.iter().map(|c| c.id).collect::<Vec<_>>(), vec![6, 2]);
+        assert_eq!(exact.stats.unwrap().median_us, 10.0);
+
+        let near = lookup(&db, &t, 100);
+        match &near.source {
+            LookupSource::NearestBucket { from, distance } => {
+                assert_eq!(from, &vec![64]);
+                assert!((distance - (100f64 / 64.0).log2()).abs() < 1e-12, "{distance}");
+            }
+            other => panic!("expected the nearest bucket, got {other:?}"),
+        }
+        assert_eq!(near.config.id, 5);
+
+        let near_big = lookup(&db, &t, 900);
+        assert!(matches!(near_big.source, LookupSource::NearestBucket { ref from, .. } if from == &vec![1024]));
+
+        // 2^20 is 10 octaves from 1024: beyond the default 4.0 cap.
+        let far = lookup(&db, &t, 1 << 20);
+        assert_eq!(far.source, LookupSource::Default);
+        assert_eq!(far.config, ToyTemplate::config(0));
+        assert!(far.fallbacks.is_empty() && far.stats.is_none());
+
+        let other_gpu = db
+            .lookup(
+                &t,
+                &ToyProblem { n: 64 },
+                Arch::Sm90a,
+                &DeviceKey::new("NVIDIA H100", (9, 0), (13, 0)),
+                &LookupPolicy::default(),
+            )
+            .unwrap();
+        assert_eq!(
+            other_gpu.source,
+            LookupSource::Default,
+            "never served another GPU's winner"
+        );
+        let other_arch = db
+            .lookup(
+                &t,
+                &ToyProblem { n: 64 },
+                Arch::Sm90,
+                &device(),
+                &LookupPolicy::default(),
+            )
+            .unwrap();
+        assert_eq!(other_arch.source, LookupSource::Default);
+    }
+
+    #[test]
+    fn a_changed_template_is_never_served_a_stale_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TuningDb::open(dir.path().join("t.db")).unwrap();
+        let t = ToyTemplate::default();
+        db.insert(toy_entry(&t, 64, 5, &[])).unwrap();
+        // Same name and version, different generated code: the fingerprint differs.
+        let changed = ToyTemplate {
+            code_salt: " // v1.1".into(),
+            ..Default::default()
+        };
+        assert_eq!(lookup(&db, &changed, 64).source, LookupSource::Default);
+        let bumped = ToyTemplate {
+            version: 2,
+            ..Default::default()
+        };
+        assert_eq!(lookup(&db, &bumped, 64).source, LookupSource::Default);
+        assert_eq!(lookup(&db, &t, 64).source, LookupSource::Exact);
+    }
+
+    #[test]
+    fn served_configs_are_rechecked_and_fall_back_to_runners_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TuningDb::open(dir.path().join("t.db")).unwrap();
+        let t = ToyTemplate::default();
+        // Tuned at n=64 with winner id 50: invalid for n=40 (ids must be < n), runner-up 3 is fine.
+        db.insert(toy_entry(&t, 64, 50, &[3])).unwrap();
+        let l = lookup(&db, &t, 40);
+        assert!(matches!(l.source, LookupSource::NearestBucket { .. }));
+        assert_eq!(l.config.id, 3);
+        assert_eq!(l.stats.unwrap().median_us, 23.0);
+
+        // A winner whose stored fingerprint no longer matches its emitted code is skipped.
+        let mut e = toy_entry(&t, 64, 5, &[6]);
+        e.winner.fingerprint = "0".repeat(64);
+        db.insert(e).unwrap();
+        let l = lookup(&db, &t, 64);
+        assert_eq!((l.source, l.config.id), (LookupSource::Exact, 6));
+        let lax = db
+            .lookup(
+                &t,
+                &ToyProblem { n: 64 },
+                Arch::Sm90a,
+                &device(),
+                &LookupPolicy {
+                    check_fingerprints: false,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert_eq!(lax.config.id, 5);
+    }
+
+    #[test]
+    fn default_path_honours_rtx_cache_dir() {
+        // Only reads the variable when set by the environment; no mutation of the process env.
+        let p = TuningDb::default_path();
+        match std::env::var_os("RTX_CACHE_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => assert_eq!(p.unwrap(), PathBuf::from(d).join("tuning.db")),
+            None => {
+                if let Ok(p) = p {
+                    assert!(p.ends_with("rtx/tuning.db"), "{}", p.display());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shape_distance_is_log2() {
+        assert_eq!(shape_distance(&[64, 64], &[128, 32]), Some(2.0));
+        assert_eq!(shape_distance(&[64], &[64, 1]), None);
+        assert_eq!(shape_distance(&[0], &[1]), None);
+    }
+
+    fn arb_entry() -> impl Strategy<Value = DbEntry> {
+        (
+            proptest::collection::vec(1u64..1 << 20, 0..5),
+            0.0f64..1e6,
+            "[a-z0-9]{0,16}",
+            proptest::collection::vec(("[a-z]{1,6}", "[a-z0-9]{0,6}"), 0..4),
+            proptest::collection::vec(0.0f64..1e4, 1..8),
+            0u32..9,
+        )
+            .prop_map(|(shape, median, fp, attrs, samples, n_runners)| {
+                let mut e = plain_entry(shape, median, &fp);
+                e.key.op.attrs = attrs;
+                e.winner.stats = TimingStats::from_samples(samples).unwrap();
+                e.winner.config = json!({"fp": fp, "nested": {"x": median, "list": [1, 2, 3]}});
+                e.runners_up = (0..n_runners)
+                    .map(|i| StoredConfig {
+                        config: json!(i),
+                        ..e.winner.clone()
+                    })
+                    .collect();
+                e
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn the_on_disk_format_round_trips(entries in proptest::collection::vec(arb_entry(), 0..6)) {
+            let bytes = encode(&entries).unwrap();
+            prop_assert_eq!(&bytes[..8], &MAGIC);
+            let back = decode(&bytes, Path::new("mem")).unwrap();
+            prop_assert_eq!(back, entries);
+        }
+
+        #[test]
+        fn any_single_byte_flip_is_detected(entries in proptest::collection::vec(arb_entry(), 1..3), pos in any::<usize>(), bit in 0u8..8) {
+            let mut bytes = encode(&entries).unwrap();
+            let i = pos % bytes.len();
+            bytes[i] ^= 1 << bit;
+            // A flip in the version field may read as a newer format; everything else is corrupt.
+            prop_assert!(decode(&bytes, Path::new("mem")).is_err());
+        }
+    }
+}

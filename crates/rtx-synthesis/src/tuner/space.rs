@@ -251,7 +251,7 @@ mod tests {
         let paths: Vec<_> = s.dims().iter().map(|d| d.path.as_str()).collect();
         assert_eq!(paths, ["sched", "sched.Persistent.waves", "tile.m", "tile.n"]);
         assert_eq!(s.dims()[1].values, vec![Value::Null, json!(2)]);
-        assert_eq!(s.distance(0, 1), 1 + 1 + 0 + 1);
+        assert_eq!(s.distance(0, 1), 3, "sched, sched.Persistent.waves and tile.n differ");
     }
 
     #[test]

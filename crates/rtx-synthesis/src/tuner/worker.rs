@@ -3,8 +3,8 @@
 //!
 //! The parent ([`WorkerBackend`], a [`TuneBackend`]) spawns workers from a [`WorkerCommand`]
 //! (e.g. the rtx-bench binary's hidden `tune-worker` subcommand, or the test binary itself) and
-//! talks JSON lines over their stdin/stdout. Each worker line the parent reads starts with
-//! [`RESPONSE_PREFIX`]; anything else a worker prints to stdout (a library's banner, a test
+//! talks JSON lines over their stdin/stdout. Each response line carries [`RESPONSE_PREFIX`]
+//! before its JSON; anything else a worker prints to stdout (a library's banner, a test
 //! harness header) is ignored. Two lanes run side by side: a compile worker (parallel compiles
 //! inside, no GPU) and a measuring worker (compile from cache, verify, time). Every request has
 //! a watchdog: on expiry the worker is killed and the candidate fails with
@@ -256,7 +256,9 @@ impl WorkerProcess {
             .spawn(move || {
                 for line in BufReader::new(stdout).lines() {
                     let Ok(line) = line else { break };
-                    match line.strip_prefix(RESPONSE_PREFIX) {
+                    // Found anywhere in the line: a test harness may have printed a partial
+                    // line ("test worker ... ") before the worker's first response.
+                    match line.find(RESPONSE_PREFIX).map(|at| &line[at + RESPONSE_PREFIX.len()..]) {
                         Some(json) => match serde_json::from_str::<WorkerResponse>(json) {
                             Ok(r) => {
                                 if tx.send(r).is_err() {
@@ -881,4 +883,197 @@ pub fn serve<T: Template, B: TuneBackend<T>>(
         }
     }
     Ok(WorkerExit::Finished)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tuner::testing::{quick_protocol, Script, ScriptedBackend, ToyProblem, ToyTemplate};
+    use serde_json::json;
+
+    fn hello(n: u32) -> WorkerRequest {
+        WorkerRequest::Hello {
+            protocol: WORKER_PROTOCOL_VERSION,
+            template: "toy".into(),
+            template_version: 1,
+            problem: format!("{:?}", ToyProblem { n }),
+            arch: Arch::Sm90a,
+        }
+    }
+
+    /// Runs `serve` over `requests` and parses its replies.
+    fn session(backend: &ScriptedBackend, requests: &[WorkerRequest]) -> (WorkerExit, Vec<WorkerResponse>) {
+        let input: String = requests
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect();
+        let mut out: Vec<u8> = Vec::new();
+        let exit = serve(
+            &ToyTemplate::default(),
+            &ToyProblem { n: 8 },
+            Arch::Sm90a,
+            backend,
+            input.as_bytes(),
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let replies = text
+            .lines()
+            .map(|l| serde_json::from_str(l.strip_prefix(RESPONSE_PREFIX).expect("every line is prefixed")).unwrap())
+            .collect();
+        (exit, replies)
+    }
+
+    #[test]
+    fn serves_compile_and_evaluate() {
+        let b = ScriptedBackend::new([(2, Script::CompileError), (3, Script::WrongResult)]);
+        let cfg = |id| serde_json::to_value(ToyTemplate::config(id)).unwrap();
+        let (exit, r) = session(
+            &b,
+            &[
+                hello(8),
+                WorkerRequest::Compile {
+                    configs: vec![cfg(1), cfg(2), json!({"bogus": true})],
+                },
+                WorkerRequest::Evaluate {
+                    config: cfg(1),
+                    seed: 7,
+                    protocol: quick_protocol(),
+                },
+                WorkerRequest::Evaluate {
+                    config: cfg(3),
+                    seed: 8,
+                    protocol: quick_protocol(),
+                },
+                WorkerRequest::Verify {
+                    config: cfg(1),
+                    seed: 9,
+                },
+                WorkerRequest::Time {
+                    config: cfg(1),
+                    protocol: quick_protocol(),
+                },
+                WorkerRequest::Shutdown,
+            ],
+        );
+        assert_eq!(exit, WorkerExit::Finished);
+        assert!(matches!(r[0], WorkerResponse::Ready { .. }));
+        let mut compiled: Vec<(usize, &'static str)> = r[1..4]
+            .iter()
+            .map(|x| match x {
+                WorkerResponse::Compiled { index, result } => {
+                    (*index, result.as_ref().err().map_or("ok", |e| e.kind()))
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        compiled.sort();
+        assert_eq!(compiled, vec![(0, "ok"), (1, "compile"), (2, "rejected")]);
+        assert_eq!(r[4], WorkerResponse::CompileDone);
+        assert!(matches!(&r[5], WorkerResponse::Evaluated { result: Ok(ev) } if ev.stats.median_us == 101.0));
+        assert!(matches!(
+            &r[6],
+            WorkerResponse::Evaluated {
+                result: Err(CandidateError::WrongResult { .. })
+            }
+        ));
+        assert!(matches!(&r[7], WorkerResponse::Verified { result: Ok(v) } if v.passed()));
+        assert!(matches!(&r[8], WorkerResponse::Timed { result: Ok(_) }));
+        assert_eq!(r.len(), 9);
+        assert_eq!(
+            *b.seeds.lock().unwrap(),
+            vec![7, 8, 9],
+            "the parent's seeds reach the backend"
+        );
+    }
+
+    #[test]
+    fn refuses_a_mismatched_hello_and_requires_one() {
+        let b = ScriptedBackend::default();
+        let (exit, r) = session(&b, &[WorkerRequest::Compile { configs: vec![] }, hello(9)]);
+        assert_eq!(exit, WorkerExit::Refused);
+        assert!(matches!(&r[0], WorkerResponse::BadRequest { reason } if reason.contains("hello")));
+        assert!(matches!(&r[1], WorkerResponse::Refused { reason } if reason.contains("n: 9")));
+    }
+
+    #[test]
+    fn a_fault_or_panic_ends_the_worker() {
+        for script in [Script::Fault, Script::Panic] {
+            let b = ScriptedBackend::new([(1, script.clone())]);
+            let cfg = serde_json::to_value(ToyTemplate::config(1)).unwrap();
+            let (exit, r) = session(
+                &b,
+                &[
+                    hello(8),
+                    WorkerRequest::Evaluate {
+                        config: cfg.clone(),
+                        seed: 1,
+                        protocol: quick_protocol(),
+                    },
+                    WorkerRequest::Evaluate {
+                        config: cfg,
+                        seed: 2,
+                        protocol: quick_protocol(),
+                    },
+                ],
+            );
+            assert_eq!(exit, WorkerExit::ContextLost, "{script:?}");
+            assert_eq!(r.len(), 2, "{script:?}: nothing runs after the fault");
+            assert!(matches!(
+                &r[1],
+                WorkerResponse::Evaluated {
+                    result: Err(CandidateError::Fault(_))
+                }
+            ));
+        }
+    }
+
+    #[test]
+    fn protocol_messages_are_tagged_json() {
+        let r = WorkerRequest::Evaluate {
+            config: json!({"id": 1}),
+            seed: 3,
+            protocol: quick_protocol(),
+        };
+        let v: Value = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["op"], json!("evaluate"));
+        let back: WorkerRequest = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+        let resp = WorkerResponse::Compiled {
+            index: 2,
+            result: Err(CandidateError::Timeout { after_ms: 5 }),
+        };
+        let back: WorkerResponse = serde_json::from_str(&serde_json::to_string(&resp).unwrap()).unwrap();
+        assert_eq!(back, resp);
+    }
+
+    #[test]
+    fn a_worker_that_cannot_start_fails_candidates() {
+        let backend: WorkerBackend<ToyTemplate> = WorkerBackend::new(
+            WorkerCommand::new("/nonexistent/rtx-tune-worker"),
+            WorkerOptions {
+                max_spawns: 3,
+                ..Default::default()
+            },
+        );
+        let t = ToyTemplate::default();
+        let p = ToyProblem { n: 4 };
+        let task = TuneTask {
+            template: &t,
+            problem: &p,
+            arch: Arch::Sm90a,
+        };
+        let e = backend
+            .evaluate(&task, &ToyTemplate::config(1), 0, &quick_protocol())
+            .unwrap_err();
+        assert!(
+            matches!(&e, CandidateError::WorkerCrashed(m) if m.contains("cannot start")),
+            "{e:?}"
+        );
+        for _ in 0..5 {
+            assert!(backend.compile(&task, &ToyTemplate::config(1)).is_err());
+        }
+        assert_eq!(backend.stats().spawned, 3, "the spawn limit holds");
+    }
 }
