@@ -6,6 +6,18 @@
 //! threads and the measuring thread (`&self` everywhere, `Sync`): a GPU backend keeps its stream
 //! behind a lock and creates its context lazily in `verify`/`time`, so compile-only workers never
 //! touch the GPU.
+//!
+//! How the GPU backend is meant to fill the trait (a sketch; it lands with that task):
+//! - `compile`: `aot` compile (cached), resource report from ptxas' `-v` lines into
+//!   [`ResourceUsage`]; load the module lazily in the measuring process.
+//! - `verify(cfg, seed)`: draw FRESH random A/B from `seed` (a new seed each call, so a kernel
+//!   that passes on one input set by luck is caught on the next), poison the output buffer
+//!   (`fill_u8`), launch, compare against cuBLAS or the f64 CPU reference with the dtype's
+//!   bound; a sticky `RuntimeError` (`is_sticky()`) becomes [`CandidateError::Fault`].
+//! - `time(cfg, protocol)`: [`super::run_protocol`] with a closure that, untimed, overwrites a
+//!   `protocol.flush_bytes` scratch buffer when `protocol.flush_l2` is set and picks input set
+//!   `protocol.input_set(rep)`, then records an event pair around one launch on its stream,
+//!   synchronises, and returns the elapsed microseconds.
 
 use super::measure::{MeasureProtocol, TimingStats};
 use crate::templates::{ConstraintViolation, Template};

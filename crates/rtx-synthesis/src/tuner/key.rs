@@ -140,13 +140,18 @@ pub struct DeviceKey {
 }
 
 impl DeviceKey {
-    /// A device key from its parts (`rtx_runtime::DeviceInfo` has all three).
+    /// A device key from its parts.
     pub fn new(name: impl Into<String>, compute_capability: (u32, u32), driver: (i32, i32)) -> Self {
         DeviceKey {
             name: name.into(),
             compute_capability,
             driver,
         }
+    }
+
+    /// The key of an opened device.
+    pub fn from_info(info: &rtx_runtime::DeviceInfo) -> Self {
+        DeviceKey::new(info.name.clone(), info.compute_capability, info.driver_version)
     }
 }
 
@@ -265,6 +270,16 @@ mod tests {
         assert_eq!(byte_alignment(3, 4), 4);
         assert_eq!(byte_alignment(0, 2), 16);
         assert_eq!(byte_alignment(5, 2), 2);
+    }
+
+    #[test]
+    fn device_keys_come_from_device_info() {
+        let info = rtx_runtime::DeviceInfo::example_sm90();
+        let k = DeviceKey::from_info(&info);
+        assert_eq!(
+            (k.name.as_str(), k.compute_capability, k.driver),
+            (info.name.as_str(), (9, 0), info.driver_version)
+        );
     }
 
     #[test]
