@@ -64,6 +64,19 @@ impl ResourceUsage {
     }
 }
 
+impl From<&crate::aot::ResourceUsage> for ResourceUsage {
+    /// The tuner's summary of an `aot` ptxas report for the kernel entry.
+    fn from(r: &crate::aot::ResourceUsage) -> Self {
+        ResourceUsage {
+            registers: r.is_entry.then_some(r.registers),
+            spill_store_bytes: r.spill_store_bytes,
+            spill_load_bytes: r.spill_load_bytes,
+            stack_bytes: r.cumulative_stack_bytes.unwrap_or(r.stack_frame_bytes),
+            static_smem_bytes: r.shared_bytes,
+        }
+    }
+}
+
 /// Result of checking one candidate's output against a reference.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct VerifyReport {
@@ -219,12 +232,10 @@ pub trait TuneBackend<T: Template>: Sync {
     ) -> Result<TimingStats, CandidateError>;
 
     /// How many compiles [`TuneBackend::compile_many`] runs at once (NVRTC instances hold
-    /// hundreds of MB each); defaults to the available parallelism, at most 8.
+    /// hundreds of MB each); defaults to [`crate::aot::default_jobs`] (cores, capped by memory,
+    /// or `RTX_COMPILE_JOBS`).
     fn compile_parallelism(&self) -> usize {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(8)
+        crate::aot::default_jobs()
     }
 
     /// True when a failure that [`CandidateError::poisons_context`] leaves the backend usable
@@ -346,6 +357,23 @@ mod tests {
             bound: f64::INFINITY
         }
         .passed());
+    }
+
+    #[test]
+    fn aot_reports_convert() {
+        let log = "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n\
+                   ptxas info    : Function properties for k\n\
+                   ptxas         .    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n\
+                   ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem\n";
+        let reports = crate::aot::parse_ptxas_log(log, crate::Arch::Sm90a);
+        let k = reports.iter().find(|r| r.function == "k").expect("parsed");
+        let u = ResourceUsage::from(k);
+        assert_eq!(u.registers, Some(255));
+        assert_eq!(
+            (u.spill_store_bytes, u.spill_load_bytes, u.static_smem_bytes),
+            (4, 4, 1024)
+        );
+        assert!(u.spills());
     }
 
     #[test]
