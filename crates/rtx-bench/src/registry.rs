@@ -1,0 +1,247 @@
+//! The compile registry: every kernel instance the CPU-side suite generates and compiles.
+//!
+//! A template family is one function `fn(Arch, &RegistryOptions) -> Result<Vec<CompileCase>,
+//! FamilyError>` plus one line in [`families`]. Families built on the `Template` trait use
+//! [`from_template`], which emits the default config first and then the rest of the valid space
+//! (capped by [`RegistryOptions::max_per_template`]). A family that has nothing for an arch
+//! returns an empty list (e.g. wgmma on sm_120).
+//!
+//! ```ignore
+//! fn gemm_simt(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+//!     from_template("gemm_simt", &SimtGemm, &GemmProblem::nn(4096, 4096, 4096, DType::F32), arch, o)
+//! }
+//! // and in families(): Family { name: "gemm_simt", build: gemm_simt },
+//! ```
+
+use crate::samples::SampleKernel;
+use rtx_synthesis::templates::{ConstraintViolation, KernelSource, Template};
+use rtx_synthesis::Arch;
+
+/// One kernel instance to compile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileCase {
+    /// Unique name (the entry point, which encodes the config).
+    pub name: String,
+    /// Registry family it came from.
+    pub family: &'static str,
+    /// The generated source.
+    pub source: KernelSource,
+}
+
+/// Knobs of the registry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RegistryOptions {
+    /// At most this many configs per (template, problem); `None`: the whole valid space.
+    pub max_per_template: Option<usize>,
+}
+
+impl RegistryOptions {
+    /// `--quick`: the default config plus two more per template.
+    pub fn quick() -> Self {
+        RegistryOptions {
+            max_per_template: Some(3),
+        }
+    }
+}
+
+/// A family could not produce its cases.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("family `{family}` on {arch}: {reason}")]
+pub struct FamilyError {
+    /// The family.
+    pub family: &'static str,
+    /// The target.
+    pub arch: Arch,
+    /// Why (e.g. a config that passed `check` and then failed to emit).
+    pub reason: String,
+}
+
+/// Builds a family's cases for one target.
+pub type FamilyFn = fn(Arch, &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError>;
+
+/// A named family.
+#[derive(Debug, Clone, Copy)]
+pub struct Family {
+    /// Name shown in reports.
+    pub name: &'static str,
+    /// Builder.
+    pub build: FamilyFn,
+}
+
+/// Every family, in report order. Add a template family here (one line) and write its function.
+pub fn families() -> Vec<Family> {
+    vec![
+        Family {
+            name: "samples",
+            build: samples,
+        },
+        // Template families land here as their branches merge, e.g.:
+        // Family { name: "gemm_simt", build: gemm_simt },
+        // Family { name: "gemm_mma", build: gemm_mma },
+        // Family { name: "gemm_wgmma", build: gemm_wgmma },
+        // Family { name: "elementwise", build: elementwise },
+        // Family { name: "reduce", build: reduce },
+    ]
+}
+
+/// The rtx-bench sample kernels (every arch).
+pub fn samples(_arch: Arch, _o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    Ok(SampleKernel::all()
+        .into_iter()
+        .map(|k| {
+            let source = k.emit();
+            CompileCase {
+                name: source.entry.clone(),
+                family: "samples",
+                source,
+            }
+        })
+        .collect())
+}
+
+/// Cases for one `Template` and problem: the default config first, then the valid space in its
+/// order, de-duplicated and capped by `o.max_per_template`.
+pub fn from_template<T: Template>(
+    family: &'static str,
+    t: &T,
+    problem: &T::Problem,
+    arch: Arch,
+    o: &RegistryOptions,
+) -> Result<Vec<CompileCase>, FamilyError> {
+    let fail = |e: ConstraintViolation| FamilyError {
+        family,
+        arch,
+        reason: e.to_string(),
+    };
+    let mut configs = Vec::new();
+    let default = t.default_config(problem, arch);
+    if t.check(problem, &default, arch).is_ok() {
+        configs.push(default);
+    }
+    for c in t.valid_space(problem, arch) {
+        if !configs.contains(&c) {
+            configs.push(c);
+        }
+    }
+    if let Some(max) = o.max_per_template {
+        configs.truncate(max);
+    }
+    configs
+        .iter()
+        .map(|c| {
+            let source = t.emit(problem, c, arch).map_err(fail)?;
+            Ok(CompileCase {
+                name: source.entry.clone(),
+                family,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Every case of every family for each target, plus the families that failed.
+pub fn all_cases(
+    archs: &[Arch],
+    o: &RegistryOptions,
+) -> (Vec<(Arch, CompileCase)>, Vec<FamilyError>) {
+    let mut cases = Vec::new();
+    let mut errors = Vec::new();
+    for &arch in archs {
+        for f in families() {
+            match (f.build)(arch, o) {
+                Ok(v) => cases.extend(v.into_iter().map(|c| (arch, c))),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    (cases, errors)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rtx_synthesis::templates::LaunchDims;
+
+    #[test]
+    fn names_are_unique_per_arch() {
+        let (cases, errs) = all_cases(&[Arch::Sm90a, Arch::Sm120], &RegistryOptions::default());
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(!cases.is_empty());
+        let mut keys: Vec<_> = cases
+            .iter()
+            .map(|(a, c)| format!("{a}/{}", c.name))
+            .collect();
+        let n = keys.len();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "duplicate case names");
+        assert!(cases.iter().all(|(_, c)| c.name == c.source.entry));
+    }
+
+    /// A toy template: configs 1..=6, odd ones invalid, default 4.
+    struct Toy;
+    impl Template for Toy {
+        type Problem = ();
+        type Config = u32;
+        fn name(&self) -> &'static str {
+            "toy"
+        }
+        fn version(&self) -> u32 {
+            1
+        }
+        fn space(&self, _: &(), _: Arch) -> Vec<u32> {
+            (1..=6).collect()
+        }
+        fn check(&self, _: &(), c: &u32, _: Arch) -> Result<(), ConstraintViolation> {
+            if c % 2 == 1 {
+                Err(ConstraintViolation {
+                    template: "toy".into(),
+                    config: c.to_string(),
+                    reason: "odd".into(),
+                })
+            } else {
+                Ok(())
+            }
+        }
+        fn default_config(&self, _: &(), _: Arch) -> u32 {
+            4
+        }
+        fn emit(&self, p: &(), c: &u32, a: Arch) -> Result<KernelSource, ConstraintViolation> {
+            self.check(p, c, a)?;
+            Ok(KernelSource {
+                entry: format!("toy_{c}"),
+                code: String::new(),
+                template: "toy".into(),
+                template_version: 1,
+                options: vec![],
+            })
+        }
+        fn launch(&self, _: &(), _: &u32) -> LaunchDims {
+            LaunchDims {
+                grid: [1; 3],
+                block: [1; 3],
+                dynamic_smem: 0,
+            }
+        }
+    }
+
+    #[test]
+    fn from_template_puts_the_default_first_and_caps() {
+        let all =
+            from_template("toy", &Toy, &(), Arch::Sm90a, &RegistryOptions::default()).unwrap();
+        let names: Vec<_> = all.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["toy_4", "toy_2", "toy_6"]);
+        let capped = from_template(
+            "toy",
+            &Toy,
+            &(),
+            Arch::Sm90a,
+            &RegistryOptions {
+                max_per_template: Some(2),
+            },
+        )
+        .unwrap();
+        assert_eq!(capped.len(), 2);
+        assert_eq!(capped[0].name, "toy_4");
+    }
+}
