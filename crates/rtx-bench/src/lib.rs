@@ -8,8 +8,11 @@
 
 pub mod anchors;
 mod device_info_compat;
+pub mod env_info;
 pub mod gate;
 pub mod markdown;
+pub mod plots;
+pub mod progress;
 pub mod ptxas_fallback;
 pub mod registry;
 pub mod report;
