@@ -15,7 +15,10 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("name", &self.device.info().name).field("arch", &self.arch).finish()
+        f.debug_struct("Gpu")
+            .field("name", &self.device.info().name)
+            .field("arch", &self.arch)
+            .finish()
     }
 }
 
@@ -36,9 +39,16 @@ pub fn detect() -> Result<Gpu, NoGpu> {
         let device = Device::open(0)?;
         let stream = device.new_stream()?;
         let (major, minor) = device.info().compute_capability;
-        let arch = Arch::for_compute_capability(major, minor)
-            .map_err(|e| RuntimeError::InvalidLaunch { reason: e.to_string() })?;
-        Ok(Gpu { device, stream, arch })
+        let arch = Arch::for_compute_capability(major, minor).map_err(|e| {
+            RuntimeError::InvalidLaunch {
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Gpu {
+            device,
+            stream,
+            arch,
+        })
     };
     open().map_err(|e| NoGpu(format!("device 0 could not be opened: {e}")))
 }

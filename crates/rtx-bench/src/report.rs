@@ -641,6 +641,17 @@ pub(crate) mod tests {
         assert_eq!(back, r);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_figures_round_trip_exactly(median in 0.0f64..1e9, spread in 0.0f64..1.0, samples in 0usize..10_000, flops in 1.0f64..1e15) {
+            let mut r = sample_report();
+            let s = Summary { median_us: median, p20_us: median * (1.0 - spread / 2.0), p80_us: median * (1.0 + spread / 2.0), rel_spread: spread, samples };
+            r.cases.push(Case::measured(SuiteId::Memory, "p", "1", Clock::Gpu, &s).with_work(Some(flops), Some(flops / 3.0)));
+            let back = Report::from_json(&r.to_json()).unwrap();
+            proptest::prop_assert_eq!(back, r);
+        }
+    }
+
     #[test]
     fn future_version_is_a_typed_error() {
         let mut v: serde_json::Value = serde_json::from_str(&sample_report().to_json()).unwrap();

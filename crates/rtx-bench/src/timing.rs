@@ -44,12 +44,26 @@ pub struct TimingConfig {
 impl TimingConfig {
     /// The default for full runs: 3 warm-ups, 10..200 samples, 2% spread, 3 s per case.
     pub fn full() -> Self {
-        TimingConfig { warmup: 3, min_samples: 10, max_samples: 200, target_spread: 0.02, max_wall: Duration::from_secs(3), flush_l2: true }
+        TimingConfig {
+            warmup: 3,
+            min_samples: 10,
+            max_samples: 200,
+            target_spread: 0.02,
+            max_wall: Duration::from_secs(3),
+            flush_l2: true,
+        }
     }
 
     /// `--quick`: 2 warm-ups, 5..30 samples, 0.5 s per case.
     pub fn quick() -> Self {
-        TimingConfig { warmup: 2, min_samples: 5, max_samples: 30, target_spread: 0.02, max_wall: Duration::from_millis(500), flush_l2: true }
+        TimingConfig {
+            warmup: 2,
+            min_samples: 5,
+            max_samples: 30,
+            target_spread: 0.02,
+            max_wall: Duration::from_millis(500),
+            flush_l2: true,
+        }
     }
 
     /// Decides whether to stop after `samples` (pure; the loop's policy).
@@ -141,7 +155,12 @@ impl<'g> Timer<'g> {
 
     /// Times `count` back-to-back runs between two events per sample; each sample is the
     /// elapsed time divided by `count` (see the module docs; no flush between runs).
-    pub fn time_batched<F>(&mut self, cfg: &TimingConfig, count: usize, mut run: F) -> Result<Summary, TimingError>
+    pub fn time_batched<F>(
+        &mut self,
+        cfg: &TimingConfig,
+        count: usize,
+        mut run: F,
+    ) -> Result<Summary, TimingError>
     where
         F: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
     {
@@ -183,12 +202,34 @@ mod tests {
 
     #[test]
     fn stops_on_spread_or_caps() {
-        let cfg = TimingConfig { min_samples: 3, max_samples: 6, target_spread: 0.02, warmup: 0, max_wall: Duration::from_secs(10), flush_l2: false };
-        assert!(!cfg.should_stop(&[1.0, 1.0], Duration::ZERO), "below min_samples");
-        assert!(cfg.should_stop(&[1.0, 1.0, 1.0], Duration::ZERO), "zero spread");
-        assert!(!cfg.should_stop(&[1.0, 2.0, 3.0], Duration::ZERO), "spread too large");
-        assert!(cfg.should_stop(&[1.0, 2.0, 3.0], Duration::from_secs(11)), "wall cap");
-        assert!(cfg.should_stop(&[1.0, 2.0, 3.0, 1.0, 2.0, 3.0], Duration::ZERO), "sample cap");
+        let cfg = TimingConfig {
+            min_samples: 3,
+            max_samples: 6,
+            target_spread: 0.02,
+            warmup: 0,
+            max_wall: Duration::from_secs(10),
+            flush_l2: false,
+        };
+        assert!(
+            !cfg.should_stop(&[1.0, 1.0], Duration::ZERO),
+            "below min_samples"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 1.0, 1.0], Duration::ZERO),
+            "zero spread"
+        );
+        assert!(
+            !cfg.should_stop(&[1.0, 2.0, 3.0], Duration::ZERO),
+            "spread too large"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 2.0, 3.0], Duration::from_secs(11)),
+            "wall cap"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 2.0, 3.0, 1.0, 2.0, 3.0], Duration::ZERO),
+            "sample cap"
+        );
     }
 
     #[test]
@@ -210,9 +251,13 @@ mod tests {
         };
         let mut t = Timer::new(&gpu).unwrap();
         let mut buf = gpu.device.alloc(64 << 20, &gpu.stream).unwrap();
-        let s = t.time(&TimingConfig::quick(), |st, i| buf.fill_u8(i as u8, st)).unwrap();
+        let s = t
+            .time(&TimingConfig::quick(), |st, i| buf.fill_u8(i as u8, st))
+            .unwrap();
         assert!(s.samples >= 5 && s.median_us > 0.0, "{s:?}");
-        let b = t.time_batched(&TimingConfig::quick(), 8, |st, i| buf.fill_u8(i as u8, st)).unwrap();
+        let b = t
+            .time_batched(&TimingConfig::quick(), 8, |st, i| buf.fill_u8(i as u8, st))
+            .unwrap();
         assert!(b.median_us > 0.0 && b.p20_us <= b.p80_us, "{b:?}");
     }
 }

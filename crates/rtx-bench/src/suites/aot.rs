@@ -37,9 +37,16 @@ pub fn compile_case(arch: Arch, cc: &CompileCase) -> (Case, Option<Compiled>) {
     match aot::compile(&cc.source, arch) {
         Ok(c) => {
             let us = c.compile_time.as_secs_f64() * 1e6;
-            let s = Summary { median_us: us, p20_us: us, p80_us: us, rel_spread: 0.0, samples: 1 };
+            let s = Summary {
+                median_us: us,
+                p20_us: us,
+                p80_us: us,
+                rel_spread: 0.0,
+                samples: 1,
+            };
             let r = resources_of(&c.log, &cc.source.entry).unwrap_or_default();
-            let mut case = Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s).with_note("cold NVRTC compile to cubin, host wall time");
+            let mut case = Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s)
+                .with_note("cold NVRTC compile to cubin, host wall time");
             case.compile = Some(CompileInfo {
                 arch: arch.sm_name().into(),
                 family: cc.family.into(),
@@ -78,8 +85,17 @@ fn host_summary(samples_us: &[f64]) -> Option<Summary> {
 /// TEMPORARY stand-in for `rtx_synthesis::aot::KernelCache` (being written in another branch):
 /// the warm path's disk part, i.e. writing the cubin under its content key once and timing
 /// reading it back. Replace with `KernelCache::get` when it lands.
-fn interim_cache_load(dir: &Path, cc: &CompileCase, arch: Arch, cubin: &[u8]) -> Result<Summary, String> {
-    let path: PathBuf = dir.join(format!("{}-{}.cubin", cc.source.fingerprint().to_hex(), arch.sm_name()));
+fn interim_cache_load(
+    dir: &Path,
+    cc: &CompileCase,
+    arch: Arch,
+    cubin: &[u8],
+) -> Result<Summary, String> {
+    let path: PathBuf = dir.join(format!(
+        "{}-{}.cubin",
+        cc.source.fingerprint().to_hex(),
+        arch.sm_name()
+    ));
     std::fs::write(&path, cubin).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut samples = Vec::with_capacity(WARM_REPS);
     for _ in 0..WARM_REPS {
@@ -87,7 +103,10 @@ fn interim_cache_load(dir: &Path, cc: &CompileCase, arch: Arch, cubin: &[u8]) ->
         let back = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
         if back != cubin {
-            return Err(format!("{}: read back differs from what was written", path.display()));
+            return Err(format!(
+                "{}: read back differs from what was written",
+                path.display()
+            ));
         }
     }
     host_summary(&samples).ok_or_else(|| "no samples".into())
@@ -113,8 +132,15 @@ fn first_compile_case(arch: Arch) -> Case {
     match aot::compile(&k, arch) {
         Ok(c) => {
             let us = c.compile_time.as_secs_f64() * 1e6;
-            let s = Summary { median_us: us, p20_us: us, p80_us: us, rel_spread: 0.0, samples: 1 };
-            Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s).with_note("includes NVRTC's one-time start-up; host wall time")
+            let s = Summary {
+                median_us: us,
+                p20_us: us,
+                p80_us: us,
+                rel_spread: 0.0,
+                samples: 1,
+            };
+            Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s)
+                .with_note("includes NVRTC's one-time start-up; host wall time")
         }
         Err(e) => Case::failed(SuiteId::Aot, name, "-", Clock::Host, short(&e)),
     }
@@ -132,7 +158,12 @@ impl Suite for AotSuite {
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
         if let Err(e) = Toolchain::get() {
-            return Ok(vec![Case::not_available(SuiteId::Aot, "nvrtc", "-", format!("NVRTC toolchain not usable: {e}"))]);
+            return Ok(vec![Case::not_available(
+                SuiteId::Aot,
+                "nvrtc",
+                "-",
+                format!("NVRTC toolchain not usable: {e}"),
+            )]);
         }
         let mut out = Vec::new();
         if let Some(&first) = ctx.compile_archs.first() {
@@ -140,9 +171,16 @@ impl Suite for AotSuite {
         }
         let (cases, family_errors) = all_cases(&ctx.compile_archs, &ctx.registry);
         for e in family_errors {
-            out.push(Case::failed(SuiteId::Aot, format!("family {} {}", e.family, e.arch), "-", Clock::Host, e.to_string()));
+            out.push(Case::failed(
+                SuiteId::Aot,
+                format!("family {} {}", e.family, e.arch),
+                "-",
+                Clock::Host,
+                e.to_string(),
+            ));
         }
-        let cache_dir = std::env::temp_dir().join(format!("rtx-bench-interim-cache-{}", std::process::id()));
+        let cache_dir =
+            std::env::temp_dir().join(format!("rtx-bench-interim-cache-{}", std::process::id()));
         let warm_ok = ctx.gpu.is_some() && std::fs::create_dir_all(&cache_dir).is_ok();
         let p = ctx.progress("aot", cases.len() as u64);
         for (arch, cc) in &cases {
@@ -160,7 +198,9 @@ impl Suite for AotSuite {
                     let mod_name = format!("module load {} {arch}", cc.name);
                     out.push(match module_load(gpu, cc, &c.cubin) {
                         Ok(s) => Case::measured(SuiteId::Aot, mod_name, "-", Clock::Host, &s)
-                            .with_note("cuModuleLoadData + cuModuleGetFunction on the device, host wall time"),
+                            .with_note(
+                            "cuModuleLoadData + cuModuleGetFunction on the device, host wall time",
+                        ),
                         Err(e) => Case::failed(SuiteId::Aot, mod_name, "-", Clock::Host, e),
                     });
                 }
@@ -184,11 +224,17 @@ mod tests {
     fn compiles_samples_and_reads_their_resources() {
         if let Err(e) = Toolchain::get() {
             eprintln!("SKIP compiles_samples_and_reads_their_resources: {e}");
-            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+            assert!(
+                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                "RTX_REQUIRE_NVRTC is set but: {e}"
+            );
             return;
         }
         let cases = samples(Arch::Sm90a, &Default::default()).unwrap();
-        let gemm = cases.iter().find(|c| c.name.contains("naive_gemm_bf16")).unwrap();
+        let gemm = cases
+            .iter()
+            .find(|c| c.name.contains("naive_gemm_bf16"))
+            .unwrap();
         for arch in [Arch::Sm90a, Arch::Sm120] {
             let (case, compiled) = compile_case(arch, gemm);
             assert!(case.is_measured(), "{case:?}");

@@ -11,7 +11,8 @@ use rtx_synthesis::DType;
 pub const NOT_AVAILABLE: &str = "no attention template in rtx-synthesis yet";
 
 /// `(batch, heads, seq, head_dim)` shapes, matching the anchors script.
-pub const SHAPES: [(u32, u32, u32, u32); 3] = [(8, 12, 512, 64), (4, 16, 2048, 128), (2, 16, 8192, 128)];
+pub const SHAPES: [(u32, u32, u32, u32); 3] =
+    [(8, 12, 512, 64), (4, 16, 2048, 128), (2, 16, 8192, 128)];
 
 /// FLOPs of attention (`4 * B * H * S^2 * D`, halved when causal), as the anchors count them.
 pub fn attention_flops(b: u32, h: u32, s: u32, d: u32, causal: bool) -> f64 {
@@ -38,9 +39,15 @@ impl Suite for AttentionSuite {
         for dtype in [DType::F16, DType::Bf16] {
             for (b, h, s, d) in SHAPES {
                 for causal in [false, true] {
-                    let shape = format!("B{b} H{h} S{s} D{d}{}", if causal { " causal" } else { "" });
-                    let mut c = Case::not_available(SuiteId::Attention, format!("rtx {dtype} {shape}"), shape, NOT_AVAILABLE)
-                        .with_dtype(dtype.name());
+                    let shape =
+                        format!("B{b} H{h} S{s} D{d}{}", if causal { " causal" } else { "" });
+                    let mut c = Case::not_available(
+                        SuiteId::Attention,
+                        format!("rtx {dtype} {shape}"),
+                        shape,
+                        NOT_AVAILABLE,
+                    )
+                    .with_dtype(dtype.name());
                     c.flops = Some(attention_flops(b, h, s, d, causal));
                     c.anchor = attn_key(dtype, b, h, s, d, causal);
                     out.push(c);

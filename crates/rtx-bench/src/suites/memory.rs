@@ -29,19 +29,32 @@ pub fn copy_case(gpu: &Gpu, timing: &TimingConfig) -> Case {
     let name = copy_case_name();
     let shape = format!("{COPY_BYTES} bytes");
     let run = || -> Result<Case, String> {
-        let src = gpu.device.alloc(COPY_BYTES, &gpu.stream).map_err(|e| e.to_string())?;
-        let mut dst = gpu.device.alloc(COPY_BYTES, &gpu.stream).map_err(|e| e.to_string())?;
+        let src = gpu
+            .device
+            .alloc(COPY_BYTES, &gpu.stream)
+            .map_err(|e| e.to_string())?;
+        let mut dst = gpu
+            .device
+            .alloc(COPY_BYTES, &gpu.stream)
+            .map_err(|e| e.to_string())?;
         let mut timer = Timer::new(gpu).map_err(|e| e.to_string())?;
         // 2 GiB is 40x the L2: flushing would only add time between samples.
-        let cfg = TimingConfig { flush_l2: false, ..*timing };
-        let s = timer.time(&cfg, |st, _| dst.copy_from(&src, st)).map_err(|e| e.to_string())?;
+        let cfg = TimingConfig {
+            flush_l2: false,
+            ..*timing
+        };
+        let s = timer
+            .time(&cfg, |st, _| dst.copy_from(&src, st))
+            .map_err(|e| e.to_string())?;
         let mut c = Case::measured(SuiteId::Memory, name.clone(), shape.clone(), Clock::Gpu, &s)
             .with_work(None, Some(2.0 * COPY_BYTES as f64))
             .with_note("cuMemcpyDtoDAsync through rtx-runtime; bytes = read + written");
         c.anchor = copy_key(COPY_BYTES as u64);
         Ok(c)
     };
-    run().unwrap_or_else(|e| Case::failed(SuiteId::Memory, name.clone(), shape.clone(), Clock::Gpu, e))
+    run().unwrap_or_else(|e| {
+        Case::failed(SuiteId::Memory, name.clone(), shape.clone(), Clock::Gpu, e)
+    })
 }
 
 /// The memory suite.
@@ -64,10 +77,20 @@ impl Suite for MemorySuite {
             p.finish();
         }
         for (rows, cols) in ROW_SHAPES {
-            for op in [MemOp::LayerNorm, MemOp::RmsNorm, MemOp::Softmax, MemOp::GeluAffine] {
+            for op in [
+                MemOp::LayerNorm,
+                MemOp::RmsNorm,
+                MemOp::Softmax,
+                MemOp::GeluAffine,
+            ] {
                 let shape = format!("{rows}x{cols}");
-                let mut c = Case::not_available(SuiteId::Memory, format!("rtx {} bf16 {shape}", op.anchor_name()), shape, NOT_AVAILABLE)
-                    .with_dtype("bf16");
+                let mut c = Case::not_available(
+                    SuiteId::Memory,
+                    format!("rtx {} bf16 {shape}", op.anchor_name()),
+                    shape,
+                    NOT_AVAILABLE,
+                )
+                .with_dtype("bf16");
                 // Minimum traffic: read x once, write y once (bf16).
                 c.bytes = Some((rows * cols * 2 * DType::Bf16.size_bytes() as u64) as f64);
                 c.anchor = Some(mem_key(op, DType::Bf16, rows, cols));

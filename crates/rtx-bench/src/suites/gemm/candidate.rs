@@ -68,14 +68,32 @@ pub struct AbiKernel {
 impl AbiKernel {
     /// Compiles `src` for the device, loads it and prepares `dims` (opting in to dynamic
     /// shared memory when needed).
-    pub fn build(gpu: &Gpu, src: &KernelSource, dims: LaunchDims, p: &GemmProblem, description: String) -> Result<AbiKernel, String> {
-        let compiled = aot::compile(src, gpu.arch).map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
-        let module = gpu.device.load_module(&compiled.cubin).map_err(|e| e.to_string())?;
+    pub fn build(
+        gpu: &Gpu,
+        src: &KernelSource,
+        dims: LaunchDims,
+        p: &GemmProblem,
+        description: String,
+    ) -> Result<AbiKernel, String> {
+        let compiled = aot::compile(src, gpu.arch)
+            .map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
+        let module = gpu
+            .device
+            .load_module(&compiled.cubin)
+            .map_err(|e| e.to_string())?;
         let function = module.function(&src.entry).map_err(|e| e.to_string())?;
         if dims.dynamic_smem > 48 * 1024 {
-            function.set_max_dynamic_smem(dims.dynamic_smem).map_err(|e| e.to_string())?;
+            function
+                .set_max_dynamic_smem(dims.dynamic_smem)
+                .map_err(|e| e.to_string())?;
         }
-        Ok(AbiKernel { _module: module, function, dims, problem: *p, description })
+        Ok(AbiKernel {
+            _module: module,
+            function,
+            dims,
+            problem: *p,
+            description,
+        })
     }
 }
 
@@ -99,7 +117,11 @@ impl PreparedGemm for AbiKernel {
             .i64(p.stride_c as i64)
             .f32(p.epilogue.alpha)
             .f32(p.epilogue.beta);
-        let cfg = LaunchConfig { grid: self.dims.grid, block: self.dims.block, shared_mem_bytes: self.dims.dynamic_smem };
+        let cfg = LaunchConfig {
+            grid: self.dims.grid,
+            block: self.dims.block,
+            shared_mem_bytes: self.dims.dynamic_smem,
+        };
         // SAFETY: the argument list is the GEMM ABI's, which every kernel built here follows;
         // the suite allocates A, B and C with `GemmProblem::buffer_elems` elements and keeps
         // them alive until the stream is synchronized.
@@ -132,7 +154,9 @@ impl GemmCandidate for NaiveSample {
         if p.flops() > Self::MAX_FLOPS {
             return Err("too slow for problems above 2*4096^3 FLOP".into());
         }
-        if p.layout_a != rtx_synthesis::templates::gemm::Layout::Row || p.layout_b != rtx_synthesis::templates::gemm::Layout::Row {
+        if p.layout_a != rtx_synthesis::templates::gemm::Layout::Row
+            || p.layout_b != rtx_synthesis::templates::gemm::Layout::Row
+        {
             return Err("the naive sample is NN only".into());
         }
         p.validate().map_err(|e| e.to_string())
@@ -140,7 +164,13 @@ impl GemmCandidate for NaiveSample {
     fn prepare(&self, gpu: &Gpu, p: &GemmProblem) -> Result<Box<dyn PreparedGemm>, String> {
         let k = SampleKernel::NaiveGemm(p.dtype);
         let dims = SampleKernel::naive_gemm_launch(p);
-        Ok(Box::new(AbiKernel::build(gpu, &k.emit(), dims, p, format!("sample kernel {} (not a template)", k.entry()))?))
+        Ok(Box::new(AbiKernel::build(
+            gpu,
+            &k.emit(),
+            dims,
+            p,
+            format!("sample kernel {} (not a template)", k.entry()),
+        )?))
     }
 }
 
@@ -161,7 +191,11 @@ pub struct TemplateCandidate<T> {
 impl<T> TemplateCandidate<T> {
     /// Wraps `template` under `label`.
     pub fn new(label: &'static str, template: T, choice: ConfigChoice) -> Self {
-        TemplateCandidate { label, template, choice }
+        TemplateCandidate {
+            label,
+            template,
+            choice,
+        }
     }
 }
 
@@ -172,13 +206,24 @@ impl<T: Template<Problem = GemmProblem> + Clone + 'static> GemmCandidate for Tem
     fn supports(&self, gpu: &Gpu, p: &GemmProblem) -> Result<(), String> {
         let ConfigChoice::Default = self.choice;
         let c = self.template.default_config(p, gpu.arch);
-        self.template.check(p, &c, gpu.arch).map_err(|e| e.to_string())
+        self.template
+            .check(p, &c, gpu.arch)
+            .map_err(|e| e.to_string())
     }
     fn prepare(&self, gpu: &Gpu, p: &GemmProblem) -> Result<Box<dyn PreparedGemm>, String> {
         let c = self.template.default_config(p, gpu.arch);
-        let src = self.template.emit(p, &c, gpu.arch).map_err(|e| e.to_string())?;
+        let src = self
+            .template
+            .emit(p, &c, gpu.arch)
+            .map_err(|e| e.to_string())?;
         let dims = self.template.launch(p, &c);
-        Ok(Box::new(AbiKernel::build(gpu, &src, dims, p, format!("{} {c:?}", self.template.name()))?))
+        Ok(Box::new(AbiKernel::build(
+            gpu,
+            &src,
+            dims,
+            p,
+            format!("{} {c:?}", self.template.name()),
+        )?))
     }
 }
 
@@ -193,4 +238,5 @@ pub fn candidates() -> Vec<Box<dyn GemmCandidate>> {
 }
 
 /// The template families whose GEMM candidates are not merged yet (reported as not available).
-pub const PENDING_FAMILIES: &str = "rtx GEMM templates (simt / mma.sync / wgmma) are not merged into rtx-synthesis yet";
+pub const PENDING_FAMILIES: &str =
+    "rtx GEMM templates (simt / mma.sync / wgmma) are not merged into rtx-synthesis yet";

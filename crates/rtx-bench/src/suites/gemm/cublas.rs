@@ -17,8 +17,21 @@ pub fn blas_dtype(d: DType) -> BlasDtype {
 
 /// The row-major cuBLAS call for `p` on these buffers (layouts map to transposes; C is written
 /// in the problem's output dtype, which for f16/bf16 is the input dtype).
-pub fn blas_call(p: &GemmProblem, a: &DeviceBuffer, b: &DeviceBuffer, c: &DeviceBuffer) -> BlasGemm {
-    let mut g = BlasGemm::new(blas_dtype(p.dtype), p.m as usize, p.n as usize, p.k as usize, a.ptr(), b.ptr(), c.ptr());
+pub fn blas_call(
+    p: &GemmProblem,
+    a: &DeviceBuffer,
+    b: &DeviceBuffer,
+    c: &DeviceBuffer,
+) -> BlasGemm {
+    let mut g = BlasGemm::new(
+        blas_dtype(p.dtype),
+        p.m as usize,
+        p.n as usize,
+        p.k as usize,
+        a.ptr(),
+        b.ptr(),
+        c.ptr(),
+    );
     g.transa = p.layout_a == Layout::Col;
     g.transb = p.layout_b == Layout::Col;
     g.c_f32 = matches!(p.dtype, DType::F16 | DType::Bf16) && p.epilogue.out_dtype == DType::F32;

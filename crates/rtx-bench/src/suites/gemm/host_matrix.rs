@@ -70,7 +70,11 @@ impl HostMatrix {
     }
 
     /// Downloads `buf` as `dtype`'s storage type.
-    pub fn download(dtype: DType, buf: &DeviceBuffer, stream: &Stream) -> Result<HostMatrix, RuntimeError> {
+    pub fn download(
+        dtype: DType,
+        buf: &DeviceBuffer,
+        stream: &Stream,
+    ) -> Result<HostMatrix, RuntimeError> {
         Ok(match dtype {
             DType::F32 | DType::Tf32 => HostMatrix::F32(buf.download(stream)?),
             DType::F16 => HostMatrix::F16(buf.download(stream)?),

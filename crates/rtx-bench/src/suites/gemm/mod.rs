@@ -37,14 +37,20 @@ struct ProblemError {
 
 impl From<RuntimeError> for ProblemError {
     fn from(e: RuntimeError) -> Self {
-        ProblemError { sticky: e.is_sticky(), message: e.to_string() }
+        ProblemError {
+            sticky: e.is_sticky(),
+            message: e.to_string(),
+        }
     }
 }
 
 impl From<TimingError> for ProblemError {
     fn from(e: TimingError) -> Self {
         let sticky = matches!(&e, TimingError::Runtime(r) if r.is_sticky());
-        ProblemError { sticky, message: e.to_string() }
+        ProblemError {
+            sticky,
+            message: e.to_string(),
+        }
     }
 }
 
@@ -66,12 +72,20 @@ impl Operands {
         let mut b = gpu.device.alloc(hb.bytes(), &gpu.stream)?;
         ha.upload(&mut a, &gpu.stream)?;
         hb.upload(&mut b, &gpu.stream)?;
-        let c = gpu.device.alloc(ce as usize * p.epilogue.out_dtype.size_bytes(), &gpu.stream)?;
+        let c = gpu
+            .device
+            .alloc(ce as usize * p.epilogue.out_dtype.size_bytes(), &gpu.stream)?;
         Ok(Operands { a, b, c, ha, hb })
     }
 
     /// Poisons C, runs `launch` once, downloads C and checks it at sampled points.
-    fn verify(&mut self, gpu: &Gpu, p: &GemmProblem, rng: &mut SmallRng, launch: &mut dyn FnMut(&mut Operands) -> Result<(), RuntimeError>) -> Result<Verified, RuntimeError> {
+    fn verify(
+        &mut self,
+        gpu: &Gpu,
+        p: &GemmProblem,
+        rng: &mut SmallRng,
+        launch: &mut dyn FnMut(&mut Operands) -> Result<(), RuntimeError>,
+    ) -> Result<Verified, RuntimeError> {
         self.c.fill_u8(0xFF, &gpu.stream)?;
         launch(self)?;
         gpu.stream.synchronize()?;
@@ -83,34 +97,73 @@ impl Operands {
 
 fn base_case(label: &str, p: &GemmProblem, s: &Summary) -> Case {
     let shape = shapes::shape_name(p);
-    let mut c = Case::measured(SuiteId::Gemm, format!("{label} {} {shape}", p.dtype), shape, Clock::Gpu, s)
-        .with_dtype(p.dtype.name())
-        .with_work(Some(p.flops()), Some(shapes::min_bytes(p)));
+    let mut c = Case::measured(
+        SuiteId::Gemm,
+        format!("{label} {} {shape}", p.dtype),
+        shape,
+        Clock::Gpu,
+        s,
+    )
+    .with_dtype(p.dtype.name())
+    .with_work(Some(p.flops()), Some(shapes::min_bytes(p)));
     c.anchor = Some(gemm_key(p.dtype, p.m, p.n, p.k));
     c
 }
 
 fn failed(label: &str, p: &GemmProblem, e: impl std::fmt::Display) -> Case {
     let shape = shapes::shape_name(p);
-    Case::failed(SuiteId::Gemm, format!("{label} {} {shape}", p.dtype), shape, Clock::Gpu, e.to_string()).with_dtype(p.dtype.name())
+    Case::failed(
+        SuiteId::Gemm,
+        format!("{label} {} {shape}", p.dtype),
+        shape,
+        Clock::Gpu,
+        e.to_string(),
+    )
+    .with_dtype(p.dtype.name())
 }
 
-fn run_cublas(gpu: &Gpu, blas: &Blas, timer: &mut Timer<'_>, timing: &TimingConfig, ops: &mut Operands, p: &GemmProblem, rng: &mut SmallRng) -> Result<Case, ProblemError> {
+fn run_cublas(
+    gpu: &Gpu,
+    blas: &Blas,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    ops: &mut Operands,
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+) -> Result<Case, ProblemError> {
     let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c);
     let verified = ops.verify(gpu, p, rng, &mut |_| blas.gemm(&call))?;
     let s = timer.time(timing, |_, _| blas.gemm(&call))?;
-    let mut c = base_case("cublas", p, &s).with_note("cuBLAS through rtx_runtime::blas, row-major NN");
+    let mut c =
+        base_case("cublas", p, &s).with_note("cuBLAS through rtx_runtime::blas, row-major NN");
     c.verified = Some(verified);
     Ok(c)
 }
 
-fn run_candidate(gpu: &Gpu, timer: &mut Timer<'_>, timing: &TimingConfig, ops: &mut Operands, p: &GemmProblem, rng: &mut SmallRng, cand: &dyn GemmCandidate) -> Result<Case, ProblemError> {
+fn run_candidate(
+    gpu: &Gpu,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    ops: &mut Operands,
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+    cand: &dyn GemmCandidate,
+) -> Result<Case, ProblemError> {
     let label = cand.label();
     let mut k = match cand.prepare(gpu, p) {
         Ok(k) => k,
         Err(e) => return Ok(failed(&label, p, format!("prepare: {e}"))),
     };
-    let verified = ops.verify(gpu, p, rng, &mut |o| k.launch(&mut GemmOperands { a: &o.a, b: &o.b, c: &mut o.c }, &gpu.stream))?;
+    let verified = ops.verify(gpu, p, rng, &mut |o| {
+        k.launch(
+            &mut GemmOperands {
+                a: &o.a,
+                b: &o.b,
+                c: &mut o.c,
+            },
+            &gpu.stream,
+        )
+    })?;
     let (a, b, c) = (&ops.a, &ops.b, &mut ops.c);
     let mut go = GemmOperands { a, b, c };
     let s = timer.time(timing, |st, _| k.launch(&mut go, st))?;
@@ -119,7 +172,15 @@ fn run_candidate(gpu: &Gpu, timer: &mut Timer<'_>, timing: &TimingConfig, ops: &
     Ok(case)
 }
 
-fn run_problem(gpu: &Gpu, blas: Option<&Blas>, timer: &mut Timer<'_>, ctx: &SuiteContext<'_>, cands: &[Box<dyn GemmCandidate>], p: &GemmProblem, rng: &mut SmallRng) -> Result<Vec<Case>, ProblemError> {
+fn run_problem(
+    gpu: &Gpu,
+    blas: Option<&Blas>,
+    timer: &mut Timer<'_>,
+    ctx: &SuiteContext<'_>,
+    cands: &[Box<dyn GemmCandidate>],
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+) -> Result<Vec<Case>, ProblemError> {
     let mut out = Vec::new();
     let mut ops = Operands::new(gpu, p, rng)?;
     let cublas = match blas {
@@ -139,7 +200,8 @@ fn run_problem(gpu: &Gpu, blas: Option<&Blas>, timer: &mut Timer<'_>, ctx: &Suit
         if cand.supports(gpu, p).is_err() {
             continue;
         }
-        let mut case = match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref()) {
+        let mut case = match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref())
+        {
             Ok(c) => c,
             Err(e) if e.sticky => return Err(e),
             Err(e) => failed(&cand.label(), p, e.message),
@@ -173,17 +235,28 @@ impl Suite for GemmSuite {
         true
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
-        let Some(gpu) = ctx.gpu else { return Ok(Vec::new()) };
+        let Some(gpu) = ctx.gpu else {
+            return Ok(Vec::new());
+        };
         let problems = shapes::problems(ctx.quick);
         let mut out = Vec::new();
         let blas = match Blas::new(&gpu.device, &gpu.stream) {
             Ok(b) => Some(b),
             Err(e) => {
-                out.push(Case::not_available(SuiteId::Gemm, "cublas", "-", format!("cuBLAS not usable: {e}")));
+                out.push(Case::not_available(
+                    SuiteId::Gemm,
+                    "cublas",
+                    "-",
+                    format!("cuBLAS not usable: {e}"),
+                ));
                 None
             }
         };
-        let mut timer = Timer::new(gpu).map_err(|e| SuiteError { suite: SuiteId::Gemm, reason: e.to_string(), partial: Vec::new() })?;
+        let mut timer = Timer::new(gpu).map_err(|e| SuiteError {
+            suite: SuiteId::Gemm,
+            reason: e.to_string(),
+            partial: Vec::new(),
+        })?;
         let cands = candidates();
         let seed = crate::env_info::now_unix();
         let mut rng = SmallRng::seed_from_u64(seed);
@@ -195,7 +268,11 @@ impl Suite for GemmSuite {
                 Ok(cases) => out.extend(cases),
                 Err(e) if e.sticky => {
                     p_bar.finish();
-                    return Err(SuiteError { suite: SuiteId::Gemm, reason: format!("{what}: {}", e.message), partial: out });
+                    return Err(SuiteError {
+                        suite: SuiteId::Gemm,
+                        reason: format!("{what}: {}", e.message),
+                        partial: out,
+                    });
                 }
                 Err(e) => out.push(failed("cublas", p, e.message)),
             }
@@ -203,7 +280,15 @@ impl Suite for GemmSuite {
         }
         p_bar.finish();
         for d in shapes::DTYPES {
-            out.push(Case::not_available(SuiteId::Gemm, format!("rtx {d} (all shapes)"), "-", PENDING_FAMILIES).with_dtype(d.name()));
+            out.push(
+                Case::not_available(
+                    SuiteId::Gemm,
+                    format!("rtx {d} (all shapes)"),
+                    "-",
+                    PENDING_FAMILIES,
+                )
+                .with_dtype(d.name()),
+            );
         }
         tracing::info!(target: "rtx_bench", "gemm inputs: uniform [-1, 1), SmallRng seed {seed}");
         Ok(out)

@@ -9,9 +9,16 @@ pub const SQUARES: [u32; 5] = [512, 1024, 2048, 4096, 8192];
 /// Square sizes of `--quick`.
 pub const QUICK_SQUARES: [u32; 2] = [1024, 4096];
 /// Odd `(m, n, k)` shapes of a full run.
-pub const ODD: [(u32, u32, u32); 5] = [(4000, 4000, 4096), (64, 8192, 8192), (128, 8192, 8192), (256, 8192, 8192), (4096, 4096, 1000)];
+pub const ODD: [(u32, u32, u32); 5] = [
+    (4000, 4000, 4096),
+    (64, 8192, 8192),
+    (128, 8192, 8192),
+    (256, 8192, 8192),
+    (4096, 4096, 1000),
+];
 /// Odd shapes of `--quick`.
-pub const QUICK_ODD: [(u32, u32, u32); 3] = [(4000, 4000, 4096), (128, 8192, 8192), (4096, 4096, 1000)];
+pub const QUICK_ODD: [(u32, u32, u32); 3] =
+    [(4000, 4000, 4096), (128, 8192, 8192), (4096, 4096, 1000)];
 /// Input dtypes, in report order.
 pub const DTYPES: [DType; 4] = [DType::F32, DType::Tf32, DType::F16, DType::Bf16];
 
@@ -22,7 +29,11 @@ pub fn shape_name(p: &GemmProblem) -> String {
 
 /// Every problem of a run (row-major NN, packed, plain epilogue), dtype-major.
 pub fn problems(quick: bool) -> Vec<GemmProblem> {
-    let (sq, odd): (&[u32], &[(u32, u32, u32)]) = if quick { (&QUICK_SQUARES, &QUICK_ODD) } else { (&SQUARES, &ODD) };
+    let (sq, odd): (&[u32], &[(u32, u32, u32)]) = if quick {
+        (&QUICK_SQUARES, &QUICK_ODD)
+    } else {
+        (&SQUARES, &ODD)
+    };
     let mut v = Vec::new();
     for d in DTYPES {
         v.extend(sq.iter().map(|&s| GemmProblem::nn(s, s, s, d)));
@@ -34,7 +45,8 @@ pub fn problems(quick: bool) -> Vec<GemmProblem> {
 /// Minimum bytes one run moves: A and B read once, C written once.
 pub fn min_bytes(p: &GemmProblem) -> f64 {
     let (a, b, c) = p.buffer_elems();
-    (a + b) as f64 * p.dtype.size_bytes() as f64 + c as f64 * p.epilogue.out_dtype.size_bytes() as f64
+    (a + b) as f64 * p.dtype.size_bytes() as f64
+        + c as f64 * p.epilogue.out_dtype.size_bytes() as f64
 }
 
 #[cfg(test)]

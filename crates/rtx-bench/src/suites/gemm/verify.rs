@@ -34,14 +34,28 @@ pub fn sample_points(p: &GemmProblem, count: usize, rng: &mut SmallRng) -> Vec<(
         }
     }
     while v.len() < count + 8 {
-        v.push((rng.random_range(0..p.batch), rng.random_range(0..p.m), rng.random_range(0..p.n)));
+        v.push((
+            rng.random_range(0..p.batch),
+            rng.random_range(0..p.m),
+            rng.random_range(0..p.n),
+        ));
     }
     v
 }
 
 /// The f64 reference of output `(b, i, j)` for a plain epilogue (`alpha * A B`, beta = 0).
-pub fn reference_at(p: &GemmProblem, a: &HostMatrix, b: &HostMatrix, bt: u32, i: u32, j: u32) -> f64 {
-    let (a0, b0) = (bt as usize * p.stride_a as usize, bt as usize * p.stride_b as usize);
+pub fn reference_at(
+    p: &GemmProblem,
+    a: &HostMatrix,
+    b: &HostMatrix,
+    bt: u32,
+    i: u32,
+    j: u32,
+) -> f64 {
+    let (a0, b0) = (
+        bt as usize * p.stride_a as usize,
+        bt as usize * p.stride_b as usize,
+    );
     let (i, j) = (i as usize, j as usize);
     let mut acc = 0.0;
     for l in 0..p.k as usize {
@@ -59,7 +73,13 @@ pub fn reference_at(p: &GemmProblem, a: &HostMatrix, b: &HostMatrix, bt: u32, i:
 }
 
 /// Checks `c` (as downloaded) at `points` against the reference.
-pub fn check(p: &GemmProblem, a: &HostMatrix, b: &HostMatrix, c: &HostMatrix, points: &[(u32, u32, u32)]) -> Verified {
+pub fn check(
+    p: &GemmProblem,
+    a: &HostMatrix,
+    b: &HostMatrix,
+    c: &HostMatrix,
+    points: &[(u32, u32, u32)],
+) -> Verified {
     let mut got = Vec::with_capacity(points.len());
     let mut want = Vec::with_capacity(points.len());
     for &(bt, i, j) in points {
@@ -84,12 +104,25 @@ mod tests {
     #[test]
     fn sampled_reference_matches_the_full_reference() {
         let mut rng = SmallRng::seed_from_u64(1);
-        for (la, lb) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row)] {
+        for (la, lb) in [
+            (Layout::Row, Layout::Row),
+            (Layout::Row, Layout::Col),
+            (Layout::Col, Layout::Row),
+        ] {
             let p = GemmProblem::new(37, 29, 41, DType::Bf16, la, lb).batched(2);
             let (ae, be, _) = p.buffer_elems();
             let a = HostMatrix::random(DType::Bf16, ae as usize, &mut rng);
             let b = HostMatrix::random(DType::Bf16, be as usize, &mut rng);
-            let full = gemm_f64(&p, &GemmRefInputs { a: &widen(&a), b: &widen(&b), c: None, bias: None, residual: None });
+            let full = gemm_f64(
+                &p,
+                &GemmRefInputs {
+                    a: &widen(&a),
+                    b: &widen(&b),
+                    c: None,
+                    bias: None,
+                    residual: None,
+                },
+            );
             for (bt, i, j) in sample_points(&p, 50, &mut rng) {
                 let ci = (bt as u64 * p.stride_c + i as u64 * p.ldc as u64 + j as u64) as usize;
                 assert!((reference_at(&p, &a, &b, bt, i, j) - full[ci]).abs() < 1e-9);
@@ -104,15 +137,30 @@ mod tests {
         let (ae, be, _) = p.buffer_elems();
         let a = HostMatrix::random(DType::Bf16, ae as usize, &mut rng);
         let b = HostMatrix::random(DType::Bf16, be as usize, &mut rng);
-        let full = gemm_f64(&p, &GemmRefInputs { a: &widen(&a), b: &widen(&b), c: None, bias: None, residual: None });
+        let full = gemm_f64(
+            &p,
+            &GemmRefInputs {
+                a: &widen(&a),
+                b: &widen(&b),
+                c: None,
+                bias: None,
+                residual: None,
+            },
+        );
         let rounded = HostMatrix::Bf16(full.iter().map(|&x| half::bf16::from_f64(x)).collect());
-        let pts = sample_points(&p, 1024, &mut rng);
+        let pts = sample_points(&p, 4096, &mut rng);
         assert_eq!(pts.len(), 64 * 48, "small outputs are checked in full");
         let v = check(&p, &a, &b, &rounded, &pts);
         assert!(v.ok && v.rel_err < 1e-2, "{v:?}");
         let mut wrong = full.clone();
         wrong[100] += 50.0;
-        let v = check(&p, &a, &b, &HostMatrix::Bf16(wrong.iter().map(|&x| half::bf16::from_f64(x)).collect()), &pts);
+        let v = check(
+            &p,
+            &a,
+            &b,
+            &HostMatrix::Bf16(wrong.iter().map(|&x| half::bf16::from_f64(x)).collect()),
+            &pts,
+        );
         assert!(!v.ok, "{v:?}");
         let nan = HostMatrix::Bf16(vec![half::bf16::NAN; full.len()]);
         assert!(!check(&p, &a, &b, &nan, &pts).ok);
