@@ -211,7 +211,7 @@ pub fn mem_key(op: MemOp, dtype: DType, rows: u64, cols: u64) -> String {
 
 /// `copy d2d {n}GiB` for a whole number of GiB (bytes read; the script copies a 2 GiB f32 tensor).
 pub fn copy_key(bytes: u64) -> Option<String> {
-    (bytes > 0 && bytes % (1 << 30) == 0).then(|| format!("copy d2d {}GiB", bytes >> 30))
+    (bytes > 0 && bytes & ((1 << 30) - 1) == 0).then(|| format!("copy d2d {}GiB", bytes >> 30))
 }
 
 /// `layer encoder B{b} S{s} d{d} h{h} ffn{f} bf16 eager` (the eager PyTorch layer).

@@ -235,62 +235,73 @@ impl Suite for GemmSuite {
         true
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
-        let Some(gpu) = ctx.gpu else {
-            return Ok(Vec::new());
-        };
-        let problems = shapes::problems(ctx.quick);
-        let mut out = Vec::new();
-        let blas = match Blas::new(&gpu.device, &gpu.stream) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                out.push(Case::not_available(
-                    SuiteId::Gemm,
-                    "cublas",
-                    "-",
-                    format!("cuBLAS not usable: {e}"),
-                ));
-                None
+        let mut out = run_problems(ctx, &shapes::problems(ctx.quick))?;
+        if ctx.gpu.is_some() {
+            for d in shapes::DTYPES {
+                out.push(
+                    Case::not_available(
+                        SuiteId::Gemm,
+                        format!("rtx {d} (all shapes)"),
+                        "-",
+                        PENDING_FAMILIES,
+                    )
+                    .with_dtype(d.name()),
+                );
             }
-        };
-        let mut timer = Timer::new(gpu).map_err(|e| SuiteError {
-            suite: SuiteId::Gemm,
-            reason: e.to_string(),
-            partial: Vec::new(),
-        })?;
-        let cands = candidates();
-        let seed = crate::env_info::now_unix();
-        let mut rng = SmallRng::seed_from_u64(seed);
-        let p_bar = ctx.progress("gemm", problems.len() as u64);
-        for p in &problems {
-            let what = format!("{} {}", p.dtype, shapes::shape_name(p));
-            p_bar.running(&what);
-            match run_problem(gpu, blas.as_ref(), &mut timer, ctx, &cands, p, &mut rng) {
-                Ok(cases) => out.extend(cases),
-                Err(e) if e.sticky => {
-                    p_bar.finish();
-                    return Err(SuiteError {
-                        suite: SuiteId::Gemm,
-                        reason: format!("{what}: {}", e.message),
-                        partial: out,
-                    });
-                }
-                Err(e) => out.push(failed("cublas", p, e.message)),
-            }
-            p_bar.done(&what);
         }
-        p_bar.finish();
-        for d in shapes::DTYPES {
-            out.push(
-                Case::not_available(
-                    SuiteId::Gemm,
-                    format!("rtx {d} (all shapes)"),
-                    "-",
-                    PENDING_FAMILIES,
-                )
-                .with_dtype(d.name()),
-            );
-        }
-        tracing::info!(target: "rtx_bench", "gemm inputs: uniform [-1, 1), SmallRng seed {seed}");
         Ok(out)
     }
+}
+
+/// Runs cuBLAS and every candidate on `problems` (fresh random inputs each); no cases without
+/// a GPU.
+pub fn run_problems(
+    ctx: &SuiteContext<'_>,
+    problems: &[GemmProblem],
+) -> Result<Vec<Case>, SuiteError> {
+    let Some(gpu) = ctx.gpu else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let blas = match Blas::new(&gpu.device, &gpu.stream) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            out.push(Case::not_available(
+                SuiteId::Gemm,
+                "cublas",
+                "-",
+                format!("cuBLAS not usable: {e}"),
+            ));
+            None
+        }
+    };
+    let mut timer = Timer::new(gpu).map_err(|e| SuiteError {
+        suite: SuiteId::Gemm,
+        reason: e.to_string(),
+        partial: Vec::new(),
+    })?;
+    let cands = candidates();
+    let seed = crate::env_info::now_unix();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    tracing::info!(target: "rtx_bench", "gemm inputs: uniform [-1, 1), SmallRng seed {seed}");
+    let p_bar = ctx.progress("gemm", problems.len() as u64);
+    for p in problems {
+        let what = format!("{} {}", p.dtype, shapes::shape_name(p));
+        p_bar.running(&what);
+        match run_problem(gpu, blas.as_ref(), &mut timer, ctx, &cands, p, &mut rng) {
+            Ok(cases) => out.extend(cases),
+            Err(e) if e.sticky => {
+                p_bar.finish();
+                return Err(SuiteError {
+                    suite: SuiteId::Gemm,
+                    reason: format!("{what}: {}", e.message),
+                    partial: out,
+                });
+            }
+            Err(e) => out.push(failed("cublas", p, e.message)),
+        }
+        p_bar.done(&what);
+    }
+    p_bar.finish();
+    Ok(out)
 }
