@@ -5,5 +5,6 @@
 
 pub mod problem;
 pub mod reference;
+pub mod wgmma;
 
 pub use problem::{Activation, Epilogue, GemmProblem, Layout};
