@@ -32,6 +32,10 @@ pub struct Cli {
     /// Fewer shapes and shorter timing.
     #[arg(long)]
     pub quick: bool,
+    /// Compile every valid config of every template (default: at most 12 per template and
+    /// problem, spread over the space; `--quick`: 3).
+    #[arg(long)]
+    pub all_configs: bool,
     /// No progress bars on stderr.
     #[arg(long)]
     pub no_progress: bool,

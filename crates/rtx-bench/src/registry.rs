@@ -14,8 +14,10 @@
 //! ```
 
 use crate::samples::SampleKernel;
+use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
+use rtx_synthesis::templates::gemm::{GemmProblem, Layout};
 use rtx_synthesis::templates::{ConstraintViolation, KernelSource, Template};
-use rtx_synthesis::Arch;
+use rtx_synthesis::{Arch, DType};
 
 /// One kernel instance to compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,10 +31,22 @@ pub struct CompileCase {
 }
 
 /// Knobs of the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegistryOptions {
-    /// At most this many configs per (template, problem); `None`: the whole valid space.
+    /// At most this many configs per (template, problem): the default config, then the rest of
+    /// the valid space at evenly spaced positions. `None`: the whole valid space.
     pub max_per_template: Option<usize>,
+}
+
+/// Configs per (template, problem) of a normal run (`--all-configs` lifts the cap).
+pub const DEFAULT_MAX_PER_TEMPLATE: usize = 12;
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            max_per_template: Some(DEFAULT_MAX_PER_TEMPLATE),
+        }
+    }
 }
 
 impl RegistryOptions {
@@ -42,6 +56,29 @@ impl RegistryOptions {
             max_per_template: Some(3),
         }
     }
+
+    /// `--all-configs`: every valid config.
+    pub fn all() -> Self {
+        RegistryOptions {
+            max_per_template: None,
+        }
+    }
+}
+
+/// The first element plus `max - 1` of the rest at evenly spaced positions (all of `v` when it
+/// has at most `max`).
+pub fn spread<T: Clone>(v: &[T], max: usize) -> Vec<T> {
+    if v.len() <= max {
+        return v.to_vec();
+    }
+    if max == 0 {
+        return Vec::new();
+    }
+    let rest = &v[1..];
+    let picks = max - 1;
+    let mut out = vec![v[0].clone()];
+    out.extend((0..picks).map(|i| rest[i * rest.len() / picks].clone()));
+    out
 }
 
 /// A family could not produce its cases.
@@ -78,7 +115,6 @@ pub fn families() -> Vec<Family> {
         // Template families land here as their branches merge, e.g.:
         // Family { name: "gemm_simt", build: gemm_simt },
         // Family { name: "gemm_mma", build: gemm_mma },
-        // Family { name: "gemm_wgmma", build: gemm_wgmma },
         // Family { name: "elementwise", build: elementwise },
         // Family { name: "reduce", build: reduce },
     ]
@@ -97,6 +133,26 @@ pub fn samples(_arch: Arch, _o: &RegistryOptions) -> Result<Vec<CompileCase>, Fa
             }
         })
         .collect())
+}
+
+/// Problems the wgmma family is compiled for: bf16 and f16 NN, bf16 NT (layouts and dtypes are
+/// compile-time; shapes are run-time, so the shape only has to be valid).
+pub fn gemm_wgmma_problems() -> Vec<GemmProblem> {
+    vec![
+        GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
+        GemmProblem::nn(4096, 4096, 4096, DType::F16),
+        GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col),
+    ]
+}
+
+/// The Hopper wgmma GEMM template (sm_90a only; nothing for other targets).
+pub fn gemm_wgmma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    let t = WgmmaGemm::default();
+    let mut v = Vec::new();
+    for p in gemm_wgmma_problems() {
+        v.extend(from_template("gemm_wgmma", &t, &p, arch, o)?);
+    }
+    Ok(v)
 }
 
 /// Cases for one `Template` and problem: the default config first, then the valid space in its
@@ -124,7 +180,7 @@ pub fn from_template<T: Template>(
         }
     }
     if let Some(max) = o.max_per_template {
-        configs.truncate(max);
+        configs = spread(&configs, max);
     }
     configs
         .iter()
@@ -223,6 +279,26 @@ mod tests {
                 dynamic_smem: 0,
             }
         }
+    }
+
+    #[test]
+    fn spread_keeps_the_first_and_spaces_the_rest() {
+        let v: Vec<u32> = (0..10).collect();
+        assert_eq!(spread(&v, 4), vec![0, 1, 4, 7]);
+        assert_eq!(spread(&v, 20), v);
+        assert_eq!(spread(&v, 1), vec![0]);
+        assert!(spread(&v, 0).is_empty());
+    }
+
+    #[test]
+    fn wgmma_family_is_hopper_only() {
+        let o = RegistryOptions::quick();
+        let hopper = gemm_wgmma(Arch::Sm90a, &o).unwrap();
+        assert_eq!(hopper.len(), 3 * gemm_wgmma_problems().len());
+        assert!(hopper
+            .iter()
+            .all(|c| c.source.entry.starts_with("rtx_wgmma_")));
+        assert!(gemm_wgmma(Arch::Sm120, &o).unwrap().is_empty());
     }
 
     #[test]

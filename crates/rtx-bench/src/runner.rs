@@ -151,7 +151,9 @@ pub fn run(
         } else {
             TimingConfig::full()
         },
-        registry: if cli.quick {
+        registry: if cli.all_configs {
+            RegistryOptions::all()
+        } else if cli.quick {
             RegistryOptions::quick()
         } else {
             RegistryOptions::default()

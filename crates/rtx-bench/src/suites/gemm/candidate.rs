@@ -231,12 +231,17 @@ impl<T: Template<Problem = GemmProblem> + Clone + 'static> GemmCandidate for Tem
 pub fn candidates() -> Vec<Box<dyn GemmCandidate>> {
     vec![
         Box::new(NaiveSample),
+        Box::new(super::wgmma_candidate::WgmmaDefault),
         // Box::new(TemplateCandidate::new("rtx-simt", SimtGemm, ConfigChoice::Default)),
         // Box::new(TemplateCandidate::new("rtx-mma", MmaGemm, ConfigChoice::Default)),
-        // Box::new(WgmmaCandidate::tuned()),   // TMA descriptors: implements GemmCandidate itself
+        // Box::new(WgmmaTuned),  // once the tuner lands; its untuned() returns WgmmaDefault
     ]
 }
 
-/// The template families whose GEMM candidates are not merged yet (reported as not available).
+/// Why f32/tf32 have no rtx GEMM row yet.
 pub const PENDING_FAMILIES: &str =
-    "rtx GEMM templates (simt / mma.sync / wgmma) are not merged into rtx-synthesis yet";
+    "no f32/tf32 GEMM template merged into rtx-synthesis yet (simt / mma.sync in progress)";
+
+/// Why f16/bf16 have no tuned rtx GEMM row yet.
+pub const PENDING_TUNER: &str =
+    "no tuner merged yet: the rtx-wgmma-default rows are the wgmma template at its default config";

@@ -12,6 +12,7 @@ pub mod cublas;
 pub mod host_matrix;
 pub mod shapes;
 pub mod verify;
+pub mod wgmma_candidate;
 
 use super::{Suite, SuiteContext, SuiteError};
 use crate::anchors::gemm_key;
@@ -20,13 +21,14 @@ use crate::report::{Case, Clock, Verified};
 use crate::stats::Summary;
 use crate::suite_id::SuiteId;
 use crate::timing::{Timer, TimingConfig, TimingError};
-use candidate::{candidates, GemmCandidate, GemmOperands, PENDING_FAMILIES};
+use candidate::{candidates, GemmCandidate, GemmOperands, PENDING_FAMILIES, PENDING_TUNER};
 use host_matrix::HostMatrix;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rtx_runtime::blas::Blas;
 use rtx_runtime::{DeviceBuffer, RuntimeError};
 use rtx_synthesis::templates::gemm::GemmProblem;
+use rtx_synthesis::DType;
 
 /// A failure while running one problem; `sticky` ones end the suite.
 #[derive(Debug)]
@@ -238,15 +240,13 @@ impl Suite for GemmSuite {
         let mut out = run_problems(ctx, &shapes::problems(ctx.quick))?;
         if ctx.gpu.is_some() {
             for d in shapes::DTYPES {
-                out.push(
-                    Case::not_available(
-                        SuiteId::Gemm,
-                        format!("rtx {d} (all shapes)"),
-                        "-",
-                        PENDING_FAMILIES,
-                    )
-                    .with_dtype(d.name()),
-                );
+                let (name, why) = match d {
+                    DType::F32 | DType::Tf32 => (format!("rtx {d} (all shapes)"), PENDING_FAMILIES),
+                    DType::F16 | DType::Bf16 => {
+                        (format!("rtx-tuned {d} (all shapes)"), PENDING_TUNER)
+                    }
+                };
+                out.push(Case::not_available(SuiteId::Gemm, name, "-", why).with_dtype(d.name()));
             }
         }
         Ok(out)
