@@ -36,6 +36,9 @@ pub struct Cli {
     /// problem, spread over the space; `--quick`: 3).
     #[arg(long)]
     pub all_configs: bool,
+    /// Only these compile-registry families (comma-separated, e.g. `samples,gemm_wgmma`).
+    #[arg(long, value_delimiter = ',')]
+    pub families: Option<Vec<String>>,
     /// No progress bars on stderr.
     #[arg(long)]
     pub no_progress: bool,

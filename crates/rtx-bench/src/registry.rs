@@ -31,11 +31,13 @@ pub struct CompileCase {
 }
 
 /// Knobs of the registry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegistryOptions {
     /// At most this many configs per (template, problem): the default config, then the rest of
     /// the valid space at evenly spaced positions. `None`: the whole valid space.
     pub max_per_template: Option<usize>,
+    /// Only these families (`--families`); `None`: all of them.
+    pub families: Option<Vec<String>>,
 }
 
 /// Configs per (template, problem) of a normal run (`--all-configs` lifts the cap).
@@ -45,6 +47,7 @@ impl Default for RegistryOptions {
     fn default() -> Self {
         RegistryOptions {
             max_per_template: Some(DEFAULT_MAX_PER_TEMPLATE),
+            families: None,
         }
     }
 }
@@ -54,6 +57,7 @@ impl RegistryOptions {
     pub fn quick() -> Self {
         RegistryOptions {
             max_per_template: Some(3),
+            families: None,
         }
     }
 
@@ -61,6 +65,7 @@ impl RegistryOptions {
     pub fn all() -> Self {
         RegistryOptions {
             max_per_template: None,
+            families: None,
         }
     }
 }
@@ -111,6 +116,10 @@ pub fn families() -> Vec<Family> {
         Family {
             name: "samples",
             build: samples,
+        },
+        Family {
+            name: "gemm_wgmma",
+            build: gemm_wgmma,
         },
         // Template families land here as their branches merge, e.g.:
         // Family { name: "gemm_simt", build: gemm_simt },
@@ -204,6 +213,12 @@ pub fn all_cases(
     let mut errors = Vec::new();
     for &arch in archs {
         for f in families() {
+            if o.families
+                .as_ref()
+                .is_some_and(|only| !only.iter().any(|n| n == f.name))
+            {
+                continue;
+            }
             match (f.build)(arch, o) {
                 Ok(v) => cases.extend(v.into_iter().map(|c| (arch, c))),
                 Err(e) => errors.push(e),
@@ -232,6 +247,13 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), n, "duplicate case names");
         assert!(cases.iter().all(|(_, c)| c.name == c.source.entry));
+        for f in families() {
+            assert!(
+                cases.iter().any(|(_, c)| c.family == f.name),
+                "family {} has no case",
+                f.name
+            );
+        }
     }
 
     /// A toy template: configs 1..=6, odd ones invalid, default 4.
@@ -282,6 +304,17 @@ mod tests {
     }
 
     #[test]
+    fn family_filter_selects_families() {
+        let o = RegistryOptions {
+            families: Some(vec!["samples".into()]),
+            ..RegistryOptions::quick()
+        };
+        let (cases, _) = all_cases(&[Arch::Sm90a], &o);
+        assert!(!cases.is_empty());
+        assert!(cases.iter().all(|(_, c)| c.family == "samples"));
+    }
+
+    #[test]
     fn spread_keeps_the_first_and_spaces_the_rest() {
         let v: Vec<u32> = (0..10).collect();
         assert_eq!(spread(&v, 4), vec![0, 1, 4, 7]);
@@ -314,6 +347,7 @@ mod tests {
             Arch::Sm90a,
             &RegistryOptions {
                 max_per_template: Some(2),
+                families: None,
             },
         )
         .unwrap();

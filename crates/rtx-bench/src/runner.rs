@@ -151,12 +151,15 @@ pub fn run(
         } else {
             TimingConfig::full()
         },
-        registry: if cli.all_configs {
-            RegistryOptions::all()
-        } else if cli.quick {
-            RegistryOptions::quick()
-        } else {
-            RegistryOptions::default()
+        registry: RegistryOptions {
+            families: cli.families.clone(),
+            ..if cli.all_configs {
+                RegistryOptions::all()
+            } else if cli.quick {
+                RegistryOptions::quick()
+            } else {
+                RegistryOptions::default()
+            }
         },
         compile_archs: compile_archs(gpu),
         show_progress: !cli.no_progress,
@@ -285,6 +288,8 @@ mod tests {
             "--suite".into(),
             "gemm,memory".into(),
             "--quick".into(),
+            "--families".into(),
+            "samples".into(),
             "--no-progress".into(),
             "--out".into(),
             out_dir.display().to_string(),
@@ -341,6 +346,8 @@ mod tests {
             "rtx-bench",
             "--suite",
             "tuning",
+            "--families",
+            "samples",
             "--no-progress",
             "--quick",
             "--out",

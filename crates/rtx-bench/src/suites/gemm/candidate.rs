@@ -56,6 +56,31 @@ pub trait GemmCandidate {
     }
 }
 
+/// Compiles `src` for `arch` once per process (GEMM kernels take shapes at run time, so every
+/// problem with the same dtype/layouts/config reuses one cubin). TEMPORARY until
+/// `rtx_synthesis::aot::KernelCache` lands in `main`.
+pub fn compile_memo(
+    src: &KernelSource,
+    arch: rtx_synthesis::Arch,
+) -> Result<std::sync::Arc<Vec<u8>>, String> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static MEMO: OnceLock<Mutex<HashMap<(String, rtx_synthesis::Arch), Arc<Vec<u8>>>>> =
+        OnceLock::new();
+    let key = (src.fingerprint().to_hex().to_string(), arch);
+    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(c) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        return Ok(c);
+    }
+    let compiled = aot::compile(src, arch)
+        .map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
+    let cubin = Arc::new(compiled.cubin);
+    if let Ok(mut m) = memo.lock() {
+        m.insert(key, cubin.clone());
+    }
+    Ok(cubin)
+}
+
 /// A compiled kernel with the plain GEMM ABI parameter list.
 pub struct AbiKernel {
     _module: Module,
@@ -75,12 +100,8 @@ impl AbiKernel {
         p: &GemmProblem,
         description: String,
     ) -> Result<AbiKernel, String> {
-        let compiled = aot::compile(src, gpu.arch)
-            .map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
-        let module = gpu
-            .device
-            .load_module(&compiled.cubin)
-            .map_err(|e| e.to_string())?;
+        let cubin = compile_memo(src, gpu.arch)?;
+        let module = gpu.device.load_module(&cubin).map_err(|e| e.to_string())?;
         let function = module.function(&src.entry).map_err(|e| e.to_string())?;
         if dims.dynamic_smem > 48 * 1024 {
             function

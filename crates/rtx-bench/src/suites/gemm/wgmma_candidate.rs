@@ -5,10 +5,9 @@
 //! `rtx-wgmma-default`); once tuned configs exist, a tuned candidate returns this one from
 //! `untuned()` and the report gets the `untuned` ratio.
 
-use super::candidate::{GemmCandidate, GemmOperands, PreparedGemm};
+use super::candidate::{compile_memo, GemmCandidate, GemmOperands, PreparedGemm};
 use crate::gpu::Gpu;
 use rtx_runtime::{Function, Module, RuntimeError, Stream};
-use rtx_synthesis::aot;
 use rtx_synthesis::templates::gemm::wgmma::{WgmmaBuffers, WgmmaConfig, WgmmaGemm};
 use rtx_synthesis::templates::gemm::GemmProblem;
 use rtx_synthesis::templates::Template;
@@ -70,12 +69,8 @@ impl GemmCandidate for WgmmaDefault {
         let t = template(gpu);
         let config = t.default_config(p, gpu.arch);
         let src = t.emit(p, &config, gpu.arch).map_err(|e| e.to_string())?;
-        let compiled = aot::compile(&src, gpu.arch)
-            .map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
-        let module = gpu
-            .device
-            .load_module(&compiled.cubin)
-            .map_err(|e| e.to_string())?;
+        let cubin = compile_memo(&src, gpu.arch)?;
+        let module = gpu.device.load_module(&cubin).map_err(|e| e.to_string())?;
         let function = module.function(&src.entry).map_err(|e| e.to_string())?;
         Ok(Box::new(PreparedWgmma {
             _module: module,
