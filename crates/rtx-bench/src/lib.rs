@@ -16,7 +16,6 @@ pub mod gpu;
 pub mod markdown;
 pub mod plots;
 pub mod progress;
-pub mod ptxas_fallback;
 pub mod registry;
 pub mod report;
 pub mod runner;

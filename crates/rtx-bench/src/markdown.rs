@@ -163,9 +163,12 @@ fn perf_table(cases: &[&Case], s: &mut String) {
 fn compile_table(cases: &[&Case], s: &mut String) {
     let _ = writeln!(
         s,
-        "| kernel | arch | compile (host) | regs | spill st/ld B | stack B | smem B | cubin B |"
+        "| kernel | arch | cold compile | cache load | module load | regs | spill st/ld B | stack B | smem B | cubin B |"
     );
-    let _ = writeln!(s, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let _ = writeln!(
+        s,
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
     for c in cases {
         let Some(ci) = &c.compile else { continue };
         let time = match status_text(c) {
@@ -174,10 +177,12 @@ fn compile_table(cases: &[&Case], s: &mut String) {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {}/{} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} |",
             cell(&ci.entry),
             ci.arch,
             cell(&time),
+            ci.cache_load_us.map_or_else(|| "-".into(), fmt_us),
+            ci.module_load_us.map_or_else(|| "-".into(), fmt_us),
             opt_u32(ci.registers),
             opt_u32(ci.spill_store_bytes),
             opt_u32(ci.spill_load_bytes),
@@ -271,12 +276,16 @@ mod tests {
             stack_bytes: Some(0),
             smem_bytes: None,
             cubin_bytes: 3000,
+            cache_load_us: Some(41.0),
+            module_load_us: None,
         });
         r.cases.push(c);
         let md = render(&r);
         assert!(md.contains("## aot: compile and resources"), "{md}");
         assert!(
-            md.contains("| saxpy_f32 | sm_90a | 250.00 ms | 8 | 0/0 | 0 | - | 3000 |"),
+            md.contains(
+                "| saxpy_f32 | sm_90a | 250.00 ms | 41.0 us | - | 8 | 0/0 | 0 | - | 3000 |"
+            ),
             "{md}"
         );
     }

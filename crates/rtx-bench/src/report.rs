@@ -220,8 +220,9 @@ impl Verified {
     }
 }
 
-/// Compile facts of one kernel for one target (host-side; from NVRTC and ptxas `-v`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Compile facts of one kernel for one target (host-side; from NVRTC and ptxas `-v`), with
+/// the warm path next to the cold compile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompileInfo {
     /// Target, e.g. `sm_90a`.
     pub arch: String,
@@ -241,6 +242,12 @@ pub struct CompileInfo {
     pub smem_bytes: Option<u32>,
     /// Size of the cubin.
     pub cubin_bytes: u64,
+    /// Median host time of a warm `KernelCache::get` of this kernel, us.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_load_us: Option<f64>,
+    /// Median host time of loading the cubin as a module on the device, us (GPU runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module_load_us: Option<f64>,
 }
 
 /// One benchmark case.

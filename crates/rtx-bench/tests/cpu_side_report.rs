@@ -41,9 +41,10 @@ fn aot_suite_report_matches_the_machine() {
         assert!(!printed.contains("No CUDA GPU found"));
         if rtx_synthesis::aot::Toolchain::get().is_ok() {
             assert!(
-                r.cases
-                    .iter()
-                    .any(|c| c.name.starts_with("module load ") && c.is_measured()),
+                r.cases.iter().any(|c| c
+                    .compile
+                    .as_ref()
+                    .is_some_and(|i| i.module_load_us.is_some())),
                 "{printed}"
             );
         }
@@ -65,6 +66,14 @@ fn aot_suite_report_matches_the_machine() {
             assert!(
                 compiled >= 2,
                 "every registry kernel compiles for sm_90a and sm_120: {printed}"
+            );
+            assert!(
+                r.cases
+                    .iter()
+                    .filter(|c| c.is_measured())
+                    .filter_map(|c| c.compile.as_ref())
+                    .all(|i| i.cache_load_us.is_some()),
+                "the warm cache path is measured for every compiled kernel: {printed}"
             );
             assert!(
                 r.cases

@@ -7,15 +7,13 @@
 
 use super::{Suite, SuiteContext, SuiteError};
 use crate::gpu::Gpu;
-use crate::ptxas_fallback::resources_of;
 use crate::registry::{all_cases, CompileCase};
 use crate::report::{Case, Clock, CompileInfo};
 use crate::samples::SampleKernel;
 use crate::stats::Summary;
 use crate::suite_id::SuiteId;
-use rtx_synthesis::aot::{self, CompileError, Compiled, Toolchain};
+use rtx_synthesis::aot::{self, CompileError, Compiled, KernelCache, Toolchain};
 use rtx_synthesis::{Arch, DType};
-use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// Repetitions of the warm (cache load, module load) measurements.
@@ -44,19 +42,21 @@ pub fn compile_case(arch: Arch, cc: &CompileCase) -> (Case, Option<Compiled>) {
                 rel_spread: 0.0,
                 samples: 1,
             };
-            let r = resources_of(&c.log, &cc.source.entry).unwrap_or_default();
+            let r = c.resources_for(&cc.source.entry).cloned();
             let mut case = Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s)
-                .with_note("cold NVRTC compile to cubin, host wall time");
+                .with_note("cold NVRTC compile to cubin; warm path = KernelCache::get and cuModuleLoadData; host wall times");
             case.compile = Some(CompileInfo {
                 arch: arch.sm_name().into(),
                 family: cc.family.into(),
                 entry: cc.source.entry.clone(),
-                registers: r.registers,
-                spill_store_bytes: r.spill_store_bytes,
-                spill_load_bytes: r.spill_load_bytes,
-                stack_bytes: r.stack_bytes,
-                smem_bytes: r.smem_bytes,
+                registers: r.as_ref().map(|r| r.registers),
+                spill_store_bytes: r.as_ref().map(|r| r.spill_store_bytes),
+                spill_load_bytes: r.as_ref().map(|r| r.spill_load_bytes),
+                stack_bytes: r.as_ref().map(|r| r.stack_frame_bytes),
+                smem_bytes: r.as_ref().map(|r| r.shared_bytes),
                 cubin_bytes: c.cubin.len() as u64,
+                cache_load_us: None,
+                module_load_us: None,
             });
             (case, Some(c))
         }
@@ -72,6 +72,8 @@ pub fn compile_case(arch: Arch, cc: &CompileCase) -> (Case, Option<Compiled>) {
                 stack_bytes: None,
                 smem_bytes: None,
                 cubin_bytes: 0,
+                cache_load_us: None,
+                module_load_us: None,
             });
             (case, None)
         }
@@ -82,31 +84,26 @@ fn host_summary(samples_us: &[f64]) -> Option<Summary> {
     Summary::from_samples(samples_us).ok()
 }
 
-/// TEMPORARY stand-in for `rtx_synthesis::aot::KernelCache` (being written in another branch):
-/// the warm path's disk part, i.e. writing the cubin under its content key once and timing
-/// reading it back. Replace with `KernelCache::get` when it lands.
-fn interim_cache_load(
-    dir: &Path,
+/// The warm path's disk part: the fresh compile is stored in a [`KernelCache`], then
+/// `KernelCache::get` (read, checksum and key check, decode) is timed [`WARM_REPS`] times.
+fn cache_load(
+    cache: &KernelCache,
     cc: &CompileCase,
     arch: Arch,
-    cubin: &[u8],
+    compiled: &Compiled,
 ) -> Result<Summary, String> {
-    let path: PathBuf = dir.join(format!(
-        "{}-{}.cubin",
-        cc.source.fingerprint().to_hex(),
-        arch.sm_name()
-    ));
-    std::fs::write(&path, cubin).map_err(|e| format!("{}: {e}", path.display()))?;
+    cache
+        .insert(&cc.source, compiled)
+        .map_err(|e| e.to_string())?;
     let mut samples = Vec::with_capacity(WARM_REPS);
     for _ in 0..WARM_REPS {
         let t = Instant::now();
-        let back = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let hit = cache.get(&cc.source, arch).map_err(|e| e.to_string())?;
         samples.push(t.elapsed().as_secs_f64() * 1e6);
-        if back != cubin {
-            return Err(format!(
-                "{}: read back differs from what was written",
-                path.display()
-            ));
+        match hit {
+            Some(k) if k.cubin == compiled.cubin => {}
+            Some(_) => return Err("the cached cubin differs from the compiled one".into()),
+            None => return Err("cache miss right after insert".into()),
         }
     }
     host_summary(&samples).ok_or_else(|| "no samples".into())
@@ -179,36 +176,45 @@ impl Suite for AotSuite {
                 e.to_string(),
             ));
         }
+        // A private cache folder, so the warm path is measured on entries this run wrote.
         let cache_dir =
-            std::env::temp_dir().join(format!("rtx-bench-interim-cache-{}", std::process::id()));
-        let warm_ok = ctx.gpu.is_some() && std::fs::create_dir_all(&cache_dir).is_ok();
+            std::env::temp_dir().join(format!("rtx-bench-aot-cache-{}", std::process::id()));
+        let cache = KernelCache::open(&cache_dir)
+            .map_err(|e| tracing::warn!(target: "rtx_bench", "no warm-path figures: {e}"))
+            .ok();
         let p = ctx.progress("aot", cases.len() as u64);
         for (arch, cc) in &cases {
             p.running(&format!("{} {arch}", cc.name));
-            let (case, compiled) = compile_case(*arch, cc);
-            out.push(case);
-            if let (Some(gpu), Some(c)) = (ctx.gpu, compiled.as_ref()) {
-                if *arch == gpu.arch && warm_ok {
-                    let load_name = format!("cache load {} {arch}", cc.name);
-                    out.push(match interim_cache_load(&cache_dir, cc, *arch, &c.cubin) {
-                        Ok(s) => Case::measured(SuiteId::Aot, load_name, "-", Clock::Host, &s)
-                            .with_note("warm path: cubin read back from the on-disk cache (interim cache), host wall time"),
-                        Err(e) => Case::failed(SuiteId::Aot, load_name, "-", Clock::Host, e),
-                    });
-                    let mod_name = format!("module load {} {arch}", cc.name);
-                    out.push(match module_load(gpu, cc, &c.cubin) {
-                        Ok(s) => Case::measured(SuiteId::Aot, mod_name, "-", Clock::Host, &s)
-                            .with_note(
-                            "cuModuleLoadData + cuModuleGetFunction on the device, host wall time",
-                        ),
-                        Err(e) => Case::failed(SuiteId::Aot, mod_name, "-", Clock::Host, e),
-                    });
+            let (mut case, compiled) = compile_case(*arch, cc);
+            if let (Some(c), Some(info)) = (compiled.as_ref(), case.compile.as_mut()) {
+                if let Some(cache) = &cache {
+                    match cache_load(cache, cc, *arch, c) {
+                        Ok(s) => info.cache_load_us = Some(s.median_us),
+                        Err(e) => {
+                            tracing::warn!(target: "rtx_bench", "cache load {}: {e}", cc.name)
+                        }
+                    }
+                }
+                if let Some(gpu) = ctx.gpu.filter(|g| g.arch == *arch) {
+                    match module_load(gpu, cc, &c.cubin) {
+                        Ok(s) => info.module_load_us = Some(s.median_us),
+                        Err(e) => {
+                            out.push(Case::failed(
+                                SuiteId::Aot,
+                                format!("module load {} {arch}", cc.name),
+                                "-",
+                                Clock::Host,
+                                e,
+                            ));
+                        }
+                    }
                 }
             }
+            out.push(case);
             p.done(&format!("{} {arch}", cc.name));
         }
         p.finish();
-        if warm_ok {
+        if cache.is_some() {
             let _ = std::fs::remove_dir_all(&cache_dir);
         }
         Ok(out)

@@ -56,29 +56,25 @@ pub trait GemmCandidate {
     }
 }
 
-/// Compiles `src` for `arch` once per process (GEMM kernels take shapes at run time, so every
-/// problem with the same dtype/layouts/config reuses one cubin). TEMPORARY until
-/// `rtx_synthesis::aot::KernelCache` lands in `main`.
-pub fn compile_memo(
-    src: &KernelSource,
-    arch: rtx_synthesis::Arch,
-) -> Result<std::sync::Arc<Vec<u8>>, String> {
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex, OnceLock};
-    static MEMO: OnceLock<Mutex<HashMap<(String, rtx_synthesis::Arch), Arc<Vec<u8>>>>> =
-        OnceLock::new();
-    let key = (src.fingerprint().to_hex().to_string(), arch);
-    let memo = MEMO.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(c) = memo.lock().ok().and_then(|m| m.get(&key).cloned()) {
-        return Ok(c);
+/// The cubin of `src` for `arch` through the default on-disk [`aot::KernelCache`]
+/// (`RTX_CACHE_DIR`), so every problem with the same dtype/layouts/config (shapes are run-time)
+/// and every later run reuses one compile; a plain NVRTC compile when no cache folder exists.
+pub fn compile_memo(src: &KernelSource, arch: rtx_synthesis::Arch) -> Result<Vec<u8>, String> {
+    use std::sync::OnceLock;
+    static CACHE: OnceLock<Option<aot::KernelCache>> = OnceLock::new();
+    let short = |e: String| e.lines().take(6).collect::<Vec<_>>().join("\n");
+    let cache = CACHE.get_or_init(|| {
+        aot::KernelCache::open_default().map_err(|e| tracing::warn!(target: "rtx_bench", "kernel cache unavailable, compiling every time: {e}")).ok()
+    });
+    match cache {
+        Some(c) => c
+            .get_or_compile(src, arch)
+            .map(|k| k.cubin)
+            .map_err(|e| short(e.to_string())),
+        None => aot::compile(src, arch)
+            .map(|c| c.cubin)
+            .map_err(|e| short(e.to_string())),
     }
-    let compiled = aot::compile(src, arch)
-        .map_err(|e| e.to_string().lines().take(6).collect::<Vec<_>>().join("\n"))?;
-    let cubin = Arc::new(compiled.cubin);
-    if let Ok(mut m) = memo.lock() {
-        m.insert(key, cubin.clone());
-    }
-    Ok(cubin)
 }
 
 /// A compiled kernel with the plain GEMM ABI parameter list.
