@@ -88,34 +88,82 @@ pub fn compile_archs(gpu: Option<&Gpu>) -> Vec<Arch> {
     v
 }
 
-/// Ceilings measured in this run: the copy case's bandwidth, and per dtype the best cuBLAS
-/// figure (labelled as such; it is what the device reached here, not a datasheet peak).
-pub fn derive_profile(r: &Report) -> Option<MeasuredProfile> {
+/// Ceilings of a profile the profiler saved for this device and driver, if any.
+pub fn saved_ceilings(
+    info: &crate::DeviceInfo,
+) -> Option<(rtx_synthesis::profiler::Ceilings, u64)> {
+    use rtx_synthesis::profiler::{ProfileKey, ProfileStore};
+    let store = ProfileStore::open_default().ok()?;
+    let p = store
+        .load(&ProfileKey::new(info.name.clone(), info.driver_version))
+        .ok()??;
+    Some((p.measured, p.measured_at))
+}
+
+/// Ceilings for the report: a saved profiler measurement of this device when one exists, else
+/// (and for what it lacks) this run's own figures: the copy case's bandwidth and, per dtype,
+/// the best cuBLAS figure (labelled as such: what the device reached here, not a datasheet peak).
+pub fn derive_profile(
+    r: &Report,
+    saved: Option<(rtx_synthesis::profiler::Ceilings, u64)>,
+) -> Option<MeasuredProfile> {
     if r.device.gpu != GpuPresence::Present {
         return None;
     }
     let mut p = MeasuredProfile::default();
+    let mut sources = Vec::new();
+    if let Some((c, at)) = saved {
+        p.copy_gbps = c.copy_gbps;
+        for (d, t) in [
+            ("f32", c.fp32_tflops),
+            ("tf32", c.tf32_tflops),
+            ("f16", c.f16_tflops),
+            ("bf16", c.bf16_tflops),
+        ] {
+            if let Some(t) = t {
+                p.compute_tflops.insert(d.to_string(), t);
+            }
+        }
+        sources.push(format!("saved rtx profiler measurement (unix {at})"));
+    }
     let measured = || {
         r.cases
             .iter()
             .filter(|c| c.is_measured() && c.clock == Clock::Gpu)
     };
-    p.copy_gbps = measured()
-        .filter(|c| c.suite == SuiteId::Memory && c.name.starts_with("copy d2d"))
-        .filter_map(|c| c.throughput.gbps)
-        .reduce(f64::max);
+    if p.copy_gbps.is_none() {
+        p.copy_gbps = measured()
+            .filter(|c| c.suite == SuiteId::Memory && c.name.starts_with("copy d2d"))
+            .filter_map(|c| c.throughput.gbps)
+            .reduce(f64::max);
+        if p.copy_gbps.is_some() {
+            sources.push("copy: memory suite `copy d2d` case".to_string());
+        }
+    }
+    let mut from_cublas = false;
     for c in measured().filter(|c| c.suite == SuiteId::Gemm && c.name.starts_with("cublas ")) {
         if let (Some(d), Some(t)) = (c.dtype.clone(), c.throughput.tflops) {
+            if saved.is_some_and(|(s, _)| match d.as_str() {
+                "f32" => s.fp32_tflops.is_some(),
+                "tf32" => s.tf32_tflops.is_some(),
+                "f16" => s.f16_tflops.is_some(),
+                "bf16" => s.bf16_tflops.is_some(),
+                _ => false,
+            }) {
+                continue;
+            }
             let e = p.compute_tflops.entry(d).or_insert(0.0);
             *e = e.max(t);
+            from_cublas = true;
         }
+    }
+    if from_cublas {
+        sources.push("compute: best cuBLAS case per dtype in this run".to_string());
     }
     if p.copy_gbps.is_none() && p.compute_tflops.is_empty() {
         return None;
     }
-    p.source =
-        "copy: memory suite `copy d2d` case; compute: best cuBLAS case per dtype in this run"
-            .into();
+    p.source = sources.join("; ");
     Some(p)
 }
 
@@ -207,7 +255,8 @@ pub fn run(
             }
         }
     }
-    report.device.profile = derive_profile(&report);
+    report.device.profile =
+        derive_profile(&report, gpu.and_then(|g| saved_ceilings(g.device.info())));
 
     let dir = &cli.out;
     std::fs::create_dir_all(dir).map_err(|source| RunError::Io {
@@ -375,6 +424,28 @@ mod tests {
         );
         assert!(printed.contains("not writing a baseline"), "{printed}");
         assert_eq!(r.exit_code(), 0);
+    }
+
+    #[test]
+    fn profile_prefers_saved_ceilings_and_fills_gaps_from_the_run() {
+        // Hand-made inputs for the derivation logic, not measurements.
+        let mut r = crate::report::tests::sample_report();
+        assert!(derive_profile(&r, None).is_none(), "no GPU, no profile");
+        r.device = DeviceSection::present(crate::report::tests::example_info());
+        let p = derive_profile(&r, None).unwrap();
+        let cublas = r.cases[0].throughput.tflops.unwrap();
+        assert_eq!(p.compute_tflops.get("bf16"), Some(&cublas));
+        assert!(p.copy_gbps.is_none());
+        assert!(p.source.contains("best cuBLAS"));
+        let saved = rtx_synthesis::profiler::Ceilings {
+            copy_gbps: Some(1000.0),
+            bf16_tflops: Some(2000.0),
+            ..Default::default()
+        };
+        let p = derive_profile(&r, Some((saved, 7))).unwrap();
+        assert_eq!(p.copy_gbps, Some(1000.0));
+        assert_eq!(p.compute_tflops.get("bf16"), Some(&2000.0));
+        assert!(p.source.contains("saved rtx profiler"));
     }
 
     #[test]
