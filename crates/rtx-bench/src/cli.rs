@@ -39,6 +39,10 @@ pub struct Cli {
     /// Only these compile-registry families (comma-separated, e.g. `samples,gemm_wgmma`).
     #[arg(long, value_delimiter = ',')]
     pub families: Option<Vec<String>>,
+    /// Do not take the device's ceilings from the rtx profiler (its saved profile, or a fresh
+    /// measurement when none is saved); the roofline then uses this run's copy and cuBLAS cases.
+    #[arg(long)]
+    pub no_profile: bool,
     /// No progress bars on stderr.
     #[arg(long)]
     pub no_progress: bool,

@@ -88,16 +88,16 @@ pub fn compile_archs(gpu: Option<&Gpu>) -> Vec<Arch> {
     v
 }
 
-/// Ceilings of a profile the profiler saved for this device and driver, if any.
-pub fn saved_ceilings(
-    info: &crate::DeviceInfo,
-) -> Option<(rtx_synthesis::profiler::Ceilings, u64)> {
-    use rtx_synthesis::profiler::{ProfileKey, ProfileStore};
-    let store = ProfileStore::open_default().ok()?;
-    let p = store
-        .load(&ProfileKey::new(info.name.clone(), info.driver_version))
-        .ok()??;
-    Some((p.measured, p.measured_at))
+/// The device's measured ceilings from the rtx profiler: its saved profile for this device and
+/// driver, measured (micro-benchmarks, then saved under `RTX_CACHE_DIR`) when there is none.
+pub fn profiler_ceilings(gpu: &Gpu) -> Option<(rtx_synthesis::profiler::Ceilings, u64)> {
+    match rtx_synthesis::profiler::profile_device(&gpu.device, false) {
+        Ok(p) => Some((p.measured, p.measured_at)),
+        Err(e) => {
+            tracing::warn!(target: "rtx_bench", "no profiler ceilings: {e}");
+            None
+        }
+    }
 }
 
 /// Ceilings for the report: a saved profiler measurement of this device when one exists, else
@@ -124,7 +124,9 @@ pub fn derive_profile(
                 p.compute_tflops.insert(d.to_string(), t);
             }
         }
-        sources.push(format!("saved rtx profiler measurement (unix {at})"));
+        sources.push(format!(
+            "rtx profiler micro-benchmarks (measured at unix {at})"
+        ));
     }
     let measured = || {
         r.cases
@@ -255,8 +257,10 @@ pub fn run(
             }
         }
     }
-    report.device.profile =
-        derive_profile(&report, gpu.and_then(|g| saved_ceilings(g.device.info())));
+    report.device.profile = derive_profile(
+        &report,
+        gpu.filter(|_| !cli.no_profile).and_then(profiler_ceilings),
+    );
 
     let dir = &cli.out;
     std::fs::create_dir_all(dir).map_err(|source| RunError::Io {
@@ -445,7 +449,7 @@ mod tests {
         let p = derive_profile(&r, Some((saved, 7))).unwrap();
         assert_eq!(p.copy_gbps, Some(1000.0));
         assert_eq!(p.compute_tflops.get("bf16"), Some(&2000.0));
-        assert!(p.source.contains("saved rtx profiler"));
+        assert!(p.source.contains("rtx profiler"));
     }
 
     #[test]
