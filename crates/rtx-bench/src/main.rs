@@ -9,8 +9,9 @@ use tracing_subscriber::EnvFilter;
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_env("RTX_LOG")
-                .unwrap_or_else(|_| EnvFilter::new("rtx_bench=info,rtx_synthesis::profiler=info,warn")),
+            EnvFilter::try_from_env("RTX_LOG").unwrap_or_else(|_| {
+                EnvFilter::new("rtx_bench=info,rtx_synthesis::profiler=info,warn")
+            }),
         )
         .with_writer(std::io::stderr)
         .with_target(false)

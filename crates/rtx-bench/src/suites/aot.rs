@@ -214,7 +214,8 @@ impl Suite for AotSuite {
             p.done(&format!("{} {arch}", cc.name));
         }
         p.finish();
-        if cache.is_some() {
+        if let Some(c) = cache {
+            drop(c); // flushes its stats into the folder first
             let _ = std::fs::remove_dir_all(&cache_dir);
         }
         Ok(out)
