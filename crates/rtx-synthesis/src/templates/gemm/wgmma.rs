@@ -27,8 +27,9 @@
 //! # Constraints (`check`)
 //! sm_90a; f16/bf16 inputs; output f32/f16/bf16; `lda * 2` and `ldb * 2` multiples of 16 bytes
 //! (TMA global strides); batch strides multiples of 8 elements that do not overlap, < 2^39;
-//! batch <= 65535; and the config rules of [`WgmmaGemm::check_config`]. At launch the A/B base
-//! addresses must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
+//! batch <= 65535; `split_k <= ceil(K / 64)` (every K slice has a k-block); the split-K
+//! workspace below 2^31 float4s; and the config rules of [`WgmmaGemm::check_config`]. At launch
+//! the A/B base addresses (and the workspace) must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
 //! K-major; column-major operands use the wgmma transpose bits).
 //!
 //! # Modules
@@ -128,8 +129,10 @@ impl WgmmaGemm {
     /// `bn` in {64, 128, 192, 256}; `wgmma_n` a multiple of 64 in 64..=256 dividing `bn`; at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=6; `cluster_m` 1 or 2 (2 needs
     /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
-    /// in 1..=16; `pingpong` needs 2 consumers and `persistent` (each consumer then owns the whole
-    /// tile, so `bm` only needs to be a multiple of 64); shared memory within the arch's opt-in limit.
+    /// in 1..=16, and split-K only where the fix-up fits beside the accumulators (not 128 of them
+    /// in a 384-thread block: ptxas spills); `pingpong` needs 2 consumers and `persistent` (each
+    /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); shared
+    /// memory within the arch's opt-in limit.
     pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
         if c.bk != BLOCK_K {
             return Err(format!("bk={} must be {BLOCK_K} (one 128-byte swizzle span of 2-byte elements)", c.bk));
