@@ -672,7 +672,7 @@ fn bench_against_cublas() {
     let stream = dev.new_stream().unwrap();
     let t = WgmmaGemm::new(dev.info().sm_count);
     let blas = Blas::new(&dev, &stream).ok();
-    // RTX_WGMMA_BENCH_SHAPE=<substring of "MxNxK NT|NN"> restricts the shapes.
+    // RTX_WGMMA_BENCH_SHAPE=<comma-separated substrings of "MxNxK NT|NN"> restricts the shapes.
     let filter = std::env::var("RTX_WGMMA_BENCH_SHAPE").unwrap_or_default();
     let shapes: [(u32, u32, u32, Layout); 9] = [
         (4096, 4096, 4096, Layout::Col),
@@ -689,7 +689,7 @@ fn bench_against_cublas() {
     let mut summary = Vec::new();
     for (m, n, k, lb) in shapes {
         let shape = format!("{m}x{n}x{k} {}", if lb == Layout::Col { "NT" } else { "NN" });
-        if !shape.contains(filter.as_str()) {
+        if !filter.split(',').any(|f| shape.contains(f)) {
             continue;
         }
         let p = problem(m, n, k, DType::Bf16, Layout::Row, lb);
