@@ -437,12 +437,15 @@ pub fn simt_max_vec(p: &GemmProblem) -> u32 {
 }
 
 /// The discrete SIMT space (structurally sensible points; `check_simt` filters the rest).
+/// Only the widest vector width the problem's alignment allows is offered (narrower ones are
+/// never faster on the same data).
 pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
     let mut v = Vec::new();
     let stages: &[u32] = if arch.has_cp_async() { &[2, 3, 4] } else { &[2] };
+    let vec = simt_max_vec(p);
     for bm in [32, 64, 128, 256] {
         for bn in [32, 64, 128, 256] {
-            for bk in [8, 16, 32] {
+            for bk in [8, 16] {
                 for tm in [4, 8, 16] {
                     for tn in [4, 8, 16] {
                         if bm % tm != 0 || bn % tn != 0 || tm * tn > 128 {
@@ -453,11 +456,9 @@ pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
                             continue;
                         }
                         for &stages in stages {
-                            for vec in [4, 2, 1] {
-                                for group_m in [1, 8] {
-                                    for min_blocks in [1, 2] {
-                                        v.push(SimtConfig { bm, bn, bk, tm, tn, stages, vec, group_m, min_blocks });
-                                    }
+                            for group_m in [1, 8] {
+                                for min_blocks in [1, 2] {
+                                    v.push(SimtConfig { bm, bn, bk, tm, tn, stages, vec, group_m, min_blocks });
                                 }
                             }
                         }
@@ -466,7 +467,6 @@ pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
             }
         }
     }
-    let _ = p;
     v
 }
 
