@@ -1,1 +1,64 @@
-fn main() {}
+//! `cargo xtask`: the project's commands (tests with their toolchain, benchmarks, AOT bundles,
+//! the GPU test bundle, cache maintenance).
+
+mod bench;
+mod cuda_env;
+mod gpu_bundle;
+mod test;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "rtx project commands")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Install NVRTC + CUDA headers locally when missing, then run every workspace test.
+    Test {
+        /// Extra arguments passed to `cargo test` (after `--` for the test binaries).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// What CI runs: the tests (same as `test`).
+    Ci,
+    /// Run the benchmark suites (GPU when present, the CPU-side compile suite otherwise).
+    Bench {
+        /// Arguments for `rtx-bench` (see `cargo xtask bench -- --help`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Build the GPU test binaries and the bench binary (release) into one carryable folder.
+    GpuBundle {
+        /// Output folder.
+        #[arg(long, default_value = ".gpu-bundle")]
+        out: std::path::PathBuf,
+    },
+    /// Print the environment (LD_LIBRARY_PATH, RTX_CUDA_INCLUDE) the tests run with.
+    Env,
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Test { args } => test::run(&args),
+        Cmd::Ci => test::run(&[]),
+        Cmd::Bench { args } => bench::run(&args),
+        Cmd::GpuBundle { out } => gpu_bundle::run(&out),
+        Cmd::Env => {
+            let env = cuda_env::ensure()?;
+            for (k, v) in env.vars() {
+                println!("export {k}={v}");
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The workspace root (the parent of `xtask/`).
+pub fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}

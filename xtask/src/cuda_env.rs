@@ -1,0 +1,84 @@
+//! Finds NVRTC and the CUDA headers, installing the PyPI wheels into `./.cuda` when missing.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The NVRTC wheels the tests need (they ship libnvrtc.so.13 and include/).
+const WHEELS: [&str; 2] = ["nvidia-cuda-nvrtc==13.0.*", "nvidia-cuda-runtime==13.0.*"];
+
+/// Where NVRTC and the headers were found.
+pub struct CudaEnv {
+    /// Folder holding `libnvrtc.so.13`.
+    pub lib_dir: PathBuf,
+    /// Folder holding `cuda_fp16.h`.
+    pub include_dir: PathBuf,
+}
+
+impl CudaEnv {
+    /// Environment variables to run tests and binaries with.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let mut ld = self.lib_dir.display().to_string();
+        if let Ok(old) = std::env::var("LD_LIBRARY_PATH") {
+            if !old.is_empty() {
+                ld = format!("{ld}:{old}");
+            }
+        }
+        vec![("LD_LIBRARY_PATH".into(), ld), ("RTX_CUDA_INCLUDE".into(), self.include_dir.display().to_string())]
+    }
+}
+
+fn complete(lib: &Path, inc: &Path) -> bool {
+    lib.join("libnvrtc.so.13").is_file() && inc.join("cuda_fp16.h").is_file() && inc.join("cuda_bf16.h").is_file()
+}
+
+/// Returns a usable NVRTC + headers, installing them locally first when neither the project
+/// folder nor a system CUDA 13 has them.
+pub fn ensure() -> Result<CudaEnv> {
+    let local = crate::root().join(".cuda/site/nvidia/cu13");
+    let (lib, inc) = (local.join("lib"), local.join("include"));
+    if complete(&lib, &inc) {
+        return Ok(CudaEnv { lib_dir: lib, include_dir: inc });
+    }
+    for sys in ["/usr/local/cuda"] {
+        let (sl, si) = (Path::new(sys).join("lib64"), Path::new(sys).join("include"));
+        if complete(&sl, &si) {
+            eprintln!("xtask: using the system CUDA at {sys}");
+            return Ok(CudaEnv { lib_dir: sl, include_dir: si });
+        }
+    }
+    let target = crate::root().join(".cuda/site");
+    eprintln!("xtask: NVRTC not found; installing {} into {} ...", WHEELS.join(" "), target.display());
+    let mut last_err = String::new();
+    for py in ["python3", "python"] {
+        let status = Command::new(py)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-cache-dir", "--upgrade", "--target"])
+            .arg(&target)
+            .args(WHEELS)
+            .status();
+        match status {
+            Ok(s) if s.success() => {
+                if complete(&lib, &inc) {
+                    eprintln!("xtask: installed NVRTC into {}", local.display());
+                    return Ok(CudaEnv { lib_dir: lib, include_dir: inc });
+                }
+                last_err = format!("{py} -m pip succeeded but {} lacks libnvrtc.so.13 or cuda_fp16.h", local.display());
+            }
+            Ok(s) => last_err = format!("{py} -m pip install exited with {s}"),
+            Err(e) => last_err = format!("{py}: {e}"),
+        }
+    }
+    bail!("could not install NVRTC ({last_err}); install Python 3 with pip, or set up CUDA 13 at /usr/local/cuda")
+}
+
+/// Runs `cmd` with the CUDA environment, failing with its exit status.
+pub fn run_with(env: &CudaEnv, mut cmd: Command, what: &str) -> Result<()> {
+    for (k, v) in env.vars() {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().with_context(|| format!("starting {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
+}

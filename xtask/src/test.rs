@@ -1,0 +1,17 @@
+//! `cargo xtask test`: the README's test command.
+
+use crate::cuda_env;
+use anyhow::Result;
+use std::process::Command;
+
+/// Installs NVRTC when missing, then runs the whole workspace's tests with it required
+/// (so a CPU-side NVRTC compile can never silently skip here).
+pub fn run(args: &[String]) -> Result<()> {
+    let env = cuda_env::ensure()?;
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(crate::root()).args(["test", "--workspace"]).args(args).env("RTX_REQUIRE_NVRTC", "1");
+    if std::env::var_os("CARGO_BUILD_JOBS").is_none() {
+        cmd.env("CARGO_BUILD_JOBS", std::thread::available_parallelism().map_or(2, |n| n.get()).to_string());
+    }
+    cuda_env::run_with(&env, cmd, "cargo test --workspace")
+}
