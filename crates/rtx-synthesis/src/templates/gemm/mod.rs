@@ -6,7 +6,9 @@
 //! - [`prelude`]: device code shared by the templates (conversions, cp.async, epilogue).
 //! - [`simt`]: fp32 CUDA-core GEMM (sm_70+).
 //! - [`mma`]: tensor-core GEMM with `mma.sync` for f16 / bf16 / tf32 (sm_80+).
+//! - [`launch`]: host-side launch of any GEMM template's kernel (the shared ABI).
 
+pub mod launch;
 pub mod mma;
 pub mod prelude;
 pub mod problem;
@@ -14,6 +16,7 @@ pub mod reference;
 pub mod simt;
 pub mod space;
 
+pub use launch::{alloc_split_k_workspace, launch_gemm, ExtraArg, GemmBuffers, GemmLaunchError};
 pub use mma::MmaGemm;
 pub use problem::{Activation, Epilogue, GemmProblem, Layout};
 pub use simt::SimtGemm;
