@@ -38,7 +38,7 @@ pub struct MmaGemm;
 /// Template name used in symbols, caches and the tuning database.
 pub const MMA_NAME: &str = "gemm_mma";
 /// Bump on any change to the generated code.
-pub const MMA_VERSION: u32 = 1;
+pub const MMA_VERSION: u32 = 2;
 
 impl MmaGemm {
     fn violation(&self, c: &MmaConfig, reason: String) -> ConstraintViolation {
@@ -170,6 +170,87 @@ __device__ __forceinline__ void mma_load_tile(TIn* s, const TIn* __restrict__ g,
     }
   }
 }
+
+// Per-thread cp.async plan of one operand tile, computed once per block. When the chunks
+// divide evenly (CPR | THREADS and THREADS | CHUNKS) chunk i of a thread sits at tile row
+// r0 + i*RPI, column c0; the source pointer is loop-carried and advanced by one tile per load
+// (tiles are loaded in order), so a k step costs a few instructions per copy. Interior tiles use
+// unpredicated copies; edge tiles zero-fill. Otherwise it falls back to mma_load_tile.
+// KC: the tile is [mn][k] (K-contiguous), else [k][mn].
+template <int ROWS, int COLS, bool SWZ, int LD, bool KC>
+struct MmaLoader {
+  static constexpr int CPR = COLS / CE;
+  static constexpr int CHUNKS = ROWS * CPR;
+  static constexpr bool EVEN = (THREADS % CPR == 0) && (CHUNKS % THREADS == 0);
+  static constexpr int ITERS = (CHUNKS + THREADS - 1) / THREADS;
+  static constexpr int RPI = EVEN ? THREADS / CPR : 1;
+  static_assert(ITERS <= 32, "row mask holds 32 chunks");
+  const TIn* g;        // matrix base (also the dummy source of fully masked copies)
+  const TIn* cur;      // EVEN: chunk 0 of the next tile to load
+  long long row_step;  // EVEN: elements between chunk i and i+1
+  long long tile_step; // EVEN: elements between consecutive k tiles
+  int ld, mn0, mn_lim, r0, c0;
+  unsigned row_ok;     // EVEN && KC: bit i = chunk i's (M/N) row is inside the matrix
+  int col_cnt;         // EVEN && !KC: valid elements of the chunk's (M/N) columns
+  bool mn_full;        // the tile's whole M/N extent is inside the matrix (block-uniform)
+
+  // k_begin: first K index of the first tile this block loads.
+  __device__ __forceinline__ void init(const TIn* g_, int ld_, int mn0_, int mn_lim_, int k_begin, int tid) {
+    g = g_; ld = ld_; mn0 = mn0_; mn_lim = mn_lim_;
+    r0 = tid / CPR;
+    c0 = (tid % CPR) * CE;
+    row_step = (long long)RPI * ld;
+    tile_step = KC ? (long long)BK : (long long)BK * ld;
+    row_ok = 0u;
+    col_cnt = 0;
+    mn_full = mn0 + (KC ? ROWS : COLS) <= mn_lim;
+    if constexpr (KC) {
+      cur = g + (long long)(mn0 + r0) * ld + c0 + k_begin;
+#pragma unroll
+      for (int i = 0; i < ITERS; ++i) row_ok |= (mn0 + r0 + i * RPI < mn_lim ? 1u : 0u) << i;
+    } else {
+      cur = g + (long long)(r0 + k_begin) * ld + mn0 + c0;
+      col_cnt = rtx_min(rtx_max(mn_lim - mn0 - c0, 0), CE);
+    }
+  }
+
+  // Copies the next tile (first K index k0, valid K indices < kend) into stage `s`.
+  __device__ __forceinline__ void load(TIn* s, int k0, int kend, int tid) {
+    if constexpr (!EVEN) {
+      if constexpr (KC) {
+        mma_load_tile<ROWS, COLS, SWZ, LD>(s, g, ld, mn0, k0, mn_lim, kend, tid);
+      } else {
+        mma_load_tile<ROWS, COLS, SWZ, LD>(s, g, ld, k0, mn0, kend, mn_lim, tid);
+      }
+    } else {
+      const TIn* p = cur;
+      if (mn_full && k0 + BK <= kend) {
+        // Interior tile (block-uniform branch): no bounds, no zero-fill.
+#pragma unroll
+        for (int i = 0; i < ITERS; ++i) {
+          rtx_cp_async16_full(rtx_smem_addr(s + mma_soff<COLS, SWZ, LD>(r0 + i * RPI, c0)), p);
+          p += row_step;
+        }
+      } else if constexpr (KC) {
+        const int kcnt = rtx_min(rtx_max(kend - k0 - c0, 0), CE);
+#pragma unroll
+        for (int i = 0; i < ITERS; ++i) {
+          const int valid = ((row_ok >> i) & 1u) ? kcnt : 0;
+          rtx_cp_async16(rtx_smem_addr(s + mma_soff<COLS, SWZ, LD>(r0 + i * RPI, c0)), valid > 0 ? p : g, valid * E);
+          p += row_step;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < ITERS; ++i) {
+          const int valid = k0 + r0 + i * RPI < kend ? col_cnt : 0;
+          rtx_cp_async16(rtx_smem_addr(s + mma_soff<COLS, SWZ, LD>(r0 + i * RPI, c0)), valid > 0 ? p : g, valid * E);
+          p += row_step;
+        }
+      }
+      cur += tile_step;
+    }
+  }
+};
 
 __device__ __forceinline__ void mma_ldsm_x4(unsigned (&r)[4], unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -321,18 +402,14 @@ const MMA_MAIN: &str = r#"
     }
   }
 
+  MmaLoader<A_ROWS, A_COLS, A_SWZ, A_LD_S, A_K> a_ld;
+  MmaLoader<B_ROWS, B_COLS, B_SWZ, B_LD_S, B_K> b_ld;
+  a_ld.init(A, lda, m0, M, kt0 * BK, tid);
+  b_ld.init(B, ldb, n0, N, kt0 * BK, tid);
   auto load_stage = [&](int stage, int j) {
     const int k0 = (kt0 + j) * BK;
-    if constexpr (A_K) {
-      mma_load_tile<A_ROWS, A_COLS, A_SWZ, A_LD_S>(sA0 + stage * A_STAGE, A, lda, m0, k0, M, kend, tid);
-    } else {
-      mma_load_tile<A_ROWS, A_COLS, A_SWZ, A_LD_S>(sA0 + stage * A_STAGE, A, lda, k0, m0, kend, M, tid);
-    }
-    if constexpr (B_K) {
-      mma_load_tile<B_ROWS, B_COLS, B_SWZ, B_LD_S>(sB0 + stage * B_STAGE, B, ldb, n0, k0, N, kend, tid);
-    } else {
-      mma_load_tile<B_ROWS, B_COLS, B_SWZ, B_LD_S>(sB0 + stage * B_STAGE, B, ldb, k0, n0, kend, N, tid);
-    }
+    a_ld.load(sA0 + stage * A_STAGE, k0, kend, tid);
+    b_ld.load(sB0 + stage * B_STAGE, k0, kend, tid);
   };
 
   // cp.async ring: one commit group per k tile (empty groups keep the count uniform).

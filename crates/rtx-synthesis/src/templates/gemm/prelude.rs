@@ -93,6 +93,10 @@ __device__ __forceinline__ unsigned rtx_smem_addr(const void* p) {
 __device__ __forceinline__ void rtx_cp_async16(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// Unpredicated 16-byte copy (the whole chunk is known to be inside the matrix).
+__device__ __forceinline__ void rtx_cp_async16_full(unsigned dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void rtx_cp_async8(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
