@@ -1,6 +1,7 @@
 //! NVRTC compiles of representative GEMM configs for sm_90a and sm_120: no errors, no spills
 //! for the default configs, at most 255 registers; compile times and resources are printed.
 
+use rayon::prelude::*;
 use rtx_synthesis::aot::{self, Toolchain};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
 use rtx_synthesis::templates::{KernelSource, Template};
@@ -109,17 +110,16 @@ fn simt_representative_configs_compile() {
     odd.epilogue.residual = true;
     odd.epilogue.activation = Activation::GeluErf;
     cases.push((odd, None));
-    for (p, cfg) in cases {
-        for arch in [Arch::Sm90a, Arch::Sm120] {
-            let default = cfg.is_none();
-            let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
-            let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
-            let r = compile_and_report(&src, arch);
-            if default {
-                assert_eq!(r.spill_stores, 0, "default config spills: {}", src.entry);
-            }
+    let jobs: Vec<(GemmProblem, Option<SimtConfig>, Arch)> =
+        cases.into_iter().flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a))).collect();
+    jobs.into_par_iter().for_each(|(p, cfg, arch)| {
+        let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
+        let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
+        let r = compile_and_report(&src, arch);
+        if cfg.is_none() {
+            assert_eq!(r.spill_stores, 0, "default config spills: {}", src.entry);
         }
-    }
+    });
 }
 
 #[test]
@@ -164,21 +164,20 @@ fn mma_representative_configs_compile() {
     cases.push((epi, Some(MmaConfig { split_k: 4, stages: 2, ..base })));
     let tf = GemmProblem::new(1024, 1024, 1024, DType::Tf32, c, r);
     cases.push((tf, Some(MmaConfig { bk: 32, stages: 3, swizzle: false, ..base })));
-    for (p, cfg) in cases {
-        for arch in [Arch::Sm90a, Arch::Sm120] {
-            let default = cfg.is_none();
-            let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
-            if let Err(e) = t.check(&p, &c, arch) {
-                // Only the shared-memory budget may differ between the two targets.
-                assert!(e.reason.contains("shared memory"), "{e}");
-                eprintln!("{arch:7} skipped (does not fit): {e}");
-                continue;
-            }
-            let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
-            let res = compile_and_report(&src, arch);
-            if default {
-                assert_eq!(res.spill_stores, 0, "default config spills: {}", src.entry);
-            }
+    let jobs: Vec<(GemmProblem, Option<MmaConfig>, Arch)> =
+        cases.into_iter().flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a))).collect();
+    jobs.into_par_iter().for_each(|(p, cfg, arch)| {
+        let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
+        if let Err(e) = t.check(&p, &c, arch) {
+            // Only the shared-memory budget may differ between the two targets.
+            assert!(e.reason.contains("shared memory"), "{e}");
+            eprintln!("{arch:7} skipped (does not fit): {e}");
+            return;
         }
-    }
+        let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
+        let res = compile_and_report(&src, arch);
+        if cfg.is_none() {
+            assert_eq!(res.spill_stores, 0, "default config spills: {}", src.entry);
+        }
+    });
 }
