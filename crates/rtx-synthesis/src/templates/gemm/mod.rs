@@ -7,6 +7,7 @@
 //! - [`simt`]: fp32 CUDA-core GEMM (sm_70+).
 //! - [`mma`]: tensor-core GEMM with `mma.sync` for f16 / bf16 / tf32 (sm_80+).
 //! - [`launch`]: host-side launch of any GEMM template's kernel (the shared ABI).
+//! - [`wgmma`]: Hopper warpgroup-MMA GEMM (sm_90a).
 
 pub mod launch;
 pub mod mma;
@@ -15,6 +16,7 @@ pub mod problem;
 pub mod reference;
 pub mod simt;
 pub mod space;
+pub mod wgmma;
 
 pub use launch::{alloc_split_k_workspace, launch_gemm, ExtraArg, GemmBuffers, GemmLaunchError};
 pub use mma::MmaGemm;

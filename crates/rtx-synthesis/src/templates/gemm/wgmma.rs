@@ -1,0 +1,397 @@
+//! Hopper GEMM template: `wgmma.mma_async` + TMA + mbarriers, warp-specialized, f16/bf16 inputs,
+//! fp32 accumulation, fused epilogue, sm_90a only.
+//!
+//! # Kernel ABI
+//! The common GEMM parameters of `GEMM_ABI.md`, followed by two by-value tensor maps:
+//! ```text
+//! extern "C" __global__ void <entry>(const TIn* A, const TIn* B, TOut* C, const TOut* bias,
+//!     const TOut* residual, int M, int N, int K, int lda, int ldb, int ldc,
+//!     long long stride_a, long long stride_b, long long stride_c, float alpha, float beta,
+//!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB)
+//! ```
+//! `tmA`/`tmB` are 128-byte `CUtensorMap`s (128-byte aligned parameters) encoded from [`tma_desc_a`] /
+//! [`tma_desc_b`] plus the A/B base addresses (`cuTensorMapEncodeTiled`, rank 3, 128B swizzle,
+//! zero out-of-bounds fill). The kernel reads A and B only through the maps; the `A`/`B`
+//! pointers are still passed for ABI uniformity. Batch index = `blockIdx.z` in both launch modes;
+//! within a batch entry a block (or a cluster of `cluster_m` blocks along `x`) loops over tiles
+//! `t = blockIdx.x / cluster_m, t += gridDim.x / cluster_m`. The block needs
+//! [`WgmmaConfig::smem_bytes`] of dynamic shared memory (above 48 KiB: opt in with
+//! `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`). Cluster dims are compiled in with
+//! `__cluster_dims__`, so a plain `cuLaunchKernel` launches clusters.
+//!
+//! # Constraints (`check`)
+//! sm_90a; f16/bf16 inputs; output f32/f16/bf16; `lda * 2` and `ldb * 2` multiples of 16 bytes
+//! (TMA global strides); batch strides multiples of 8 elements that do not overlap, < 2^39;
+//! batch <= 65535; and the config rules of [`WgmmaGemm::check_config`]. At launch the A/B base
+//! addresses must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
+//! K-major; column-major operands use the wgmma transpose bits).
+//!
+//! # Modules
+//! - [`config`]: the typed config and its resources (threads, smem, register budgets).
+//! - [`layout`]: where each TMA box lands and where each wgmma descriptor points (model-checked).
+//! - [`ptx`]: inline-PTX helpers, descriptor encoding, the `wgmma.mma_async` wrapper built from N.
+//! - [`codegen`]: the kernel source. [`tma`]: tensor-map descriptions. [`host`]: [`WgmmaGemm::enqueue`].
+
+pub mod codegen;
+pub mod config;
+pub mod host;
+pub mod layout;
+pub mod ptx;
+pub mod tma;
+
+pub use config::WgmmaConfig;
+pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
+pub use tma::{tma_desc_a, tma_desc_b, TmaDesc, TmaDescError, TmaSwizzle};
+
+use super::{Activation, GemmProblem, Layout};
+use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
+use crate::{Arch, DType};
+use config::BLOCK_K;
+
+/// Template name (symbols, caches, tuning database).
+pub const NAME: &str = "gemm_wgmma";
+/// Bump on any change to the generated code.
+pub const VERSION: u32 = 2;
+
+/// The Hopper wgmma GEMM template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WgmmaGemm {
+    /// SMs of the target device: the persistent launch starts at most this many blocks.
+    pub sm_count: u32,
+}
+
+impl Default for WgmmaGemm {
+    fn default() -> Self {
+        // H100 SXM / H200.
+        WgmmaGemm { sm_count: 132 }
+    }
+}
+
+fn short_layout(l: Layout) -> &'static str {
+    match l {
+        Layout::Row => "r",
+        Layout::Col => "c",
+    }
+}
+
+fn activation_tag(a: Activation) -> Option<&'static str> {
+    match a {
+        Activation::None => None,
+        Activation::Relu => Some("relu"),
+        Activation::GeluTanh => Some("gelutanh"),
+        Activation::GeluErf => Some("geluerf"),
+        Activation::Silu => Some("silu"),
+    }
+}
+
+impl WgmmaGemm {
+    /// A template for a device with `sm_count` SMs.
+    pub fn new(sm_count: u32) -> Self {
+        WgmmaGemm { sm_count: sm_count.max(1) }
+    }
+
+    /// The kernel entry point name, encoding dtype, layouts, config and epilogue.
+    pub fn entry_name(&self, p: &GemmProblem, c: &WgmmaConfig) -> String {
+        let e = &p.epilogue;
+        let mut s = format!("rtx_wgmma_{}_{}{}_{}", p.dtype.name(), short_layout(p.layout_a), short_layout(p.layout_b), c.tag());
+        if e.beta != 0.0 {
+            s.push_str("_beta");
+        }
+        if e.bias {
+            s.push_str("_bias");
+        }
+        if let Some(a) = activation_tag(e.activation) {
+            s.push('_');
+            s.push_str(a);
+        }
+        if e.residual {
+            s.push_str("_res");
+        }
+        s.push_str("_o");
+        s.push_str(e.out_dtype.name());
+        s
+    }
+
+    /// The two tensor-map descriptions (A, B) the launch wrapper encodes.
+    pub fn tensor_maps(&self, p: &GemmProblem, c: &WgmmaConfig) -> (TmaDesc, TmaDesc) {
+        (tma_desc_a(p, c), tma_desc_b(p, c))
+    }
+
+    /// Problem-independent rules of a config on `arch`, as a reason string.
+    ///
+    /// `bk == 64`; `consumers` 1 or 2; `bm` in {64, 128, 256} and a multiple of `64 * consumers`;
+    /// `bn` in {64, 128, 192, 256}; `wgmma_n` a multiple of 64 in 64..=256 dividing `bn`; at most
+    /// 128 fp32 accumulators per consumer thread; `stages` in 2..=6; `cluster_m` 1 or 2 (2 needs
+    /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; shared
+    /// memory within the arch's opt-in limit.
+    pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
+        if c.bk != BLOCK_K {
+            return Err(format!("bk={} must be {BLOCK_K} (one 128-byte swizzle span of 2-byte elements)", c.bk));
+        }
+        if !(1..=2).contains(&c.consumers) {
+            return Err(format!("consumers={} must be 1 or 2", c.consumers));
+        }
+        if ![64, 128, 256].contains(&c.bm) || c.bm % (64 * c.consumers) != 0 {
+            return Err(format!("bm={} must be 64, 128 or 256 and a multiple of 64 * consumers ({})", c.bm, 64 * c.consumers));
+        }
+        if ![64, 128, 192, 256].contains(&c.bn) {
+            return Err(format!("bn={} must be 64, 128, 192 or 256", c.bn));
+        }
+        if c.wgmma_n % 64 != 0 || !(64..=256).contains(&c.wgmma_n) || c.bn % c.wgmma_n != 0 {
+            return Err(format!("wgmma_n={} must be a multiple of 64 in 64..=256 that divides bn={}", c.wgmma_n, c.bn));
+        }
+        if c.acc_regs() > 128 {
+            return Err(format!(
+                "{} fp32 accumulators per consumer thread (bm/consumers={} x bn={}) exceed 128",
+                c.acc_regs(),
+                c.rows_per_consumer(),
+                c.bn
+            ));
+        }
+        if !(2..=6).contains(&c.stages) {
+            return Err(format!("stages={} must be in 2..=6", c.stages));
+        }
+        if !(1..=2).contains(&c.cluster_m) {
+            return Err(format!("cluster_m={} must be 1 or 2", c.cluster_m));
+        }
+        if c.cluster_m == 2 && c.bn % 128 != 0 {
+            return Err(format!("cluster_m=2 splits the B tile in 64-column halves: bn={} must be a multiple of 128", c.bn));
+        }
+        if !(1..=64).contains(&c.raster_group) {
+            return Err(format!("raster_group={} must be in 1..=64", c.raster_group));
+        }
+        let limit = arch.max_smem_per_block_optin();
+        if c.smem_bytes() > limit {
+            return Err(format!(
+                "shared memory {} bytes ({} stages x {} bytes + barriers + 1 KiB alignment) exceeds {limit} on {arch}",
+                c.smem_bytes(),
+                c.stages,
+                c.stage_bytes()
+            ));
+        }
+        if c.consumer_regs() < c.acc_regs() + 64 {
+            return Err(format!("consumer register budget {} leaves too little beside {} accumulators", c.consumer_regs(), c.acc_regs()));
+        }
+        Ok(())
+    }
+
+    /// Problem rules (dtype, alignment, batching), as a reason string.
+    pub fn check_problem(p: &GemmProblem) -> Result<(), String> {
+        p.validate().map_err(|e| e.to_string())?;
+        if !matches!(p.dtype, DType::F16 | DType::Bf16) {
+            return Err(format!(
+                "dtype {}: the wgmma template handles f16 and bf16 inputs only (use the mma.sync/SIMT templates)",
+                p.dtype
+            ));
+        }
+        if !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
+            return Err(format!("out_dtype {}: must be f32, f16 or bf16", p.epilogue.out_dtype));
+        }
+        let esz = p.dtype.size_bytes() as u64;
+        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
+            if (ld as u64 * esz) % 16 != 0 {
+                return Err(format!("{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16", ld as u64 * esz));
+            }
+        }
+        if p.batch > 65_535 {
+            return Err(format!("batch={} exceeds gridDim.z (65535)", p.batch));
+        }
+        if p.batch > 1 {
+            let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
+            let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
+            for (name, stride, span) in [("stride_a", p.stride_a, rows_a * p.lda as u64), ("stride_b", p.stride_b, rows_b * p.ldb as u64)] {
+                if stride == 0 {
+                    continue;
+                }
+                if (stride * esz) % 16 != 0 {
+                    return Err(format!("{name}={stride}: TMA needs the batch stride ({} bytes) to be a multiple of 16", stride * esz));
+                }
+                if stride < span {
+                    return Err(format!("{name}={stride} < {span}: overlapping batch entries cannot be described by a TMA map"));
+                }
+                if stride * esz >= 1 << 40 {
+                    return Err(format!("{name}={stride}: TMA strides must be below 2^40 bytes"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Template for WgmmaGemm {
+    type Problem = GemmProblem;
+    type Config = WgmmaConfig;
+
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn space(&self, _problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
+        let mut v = Vec::new();
+        if arch != Arch::Sm90a {
+            return v;
+        }
+        for bm in [64u32, 128, 256] {
+            for bn in [64u32, 128, 192, 256] {
+                for consumers in [1u32, 2] {
+                    let mut ns = vec![bn];
+                    if bn == 256 || bn == 128 {
+                        ns.push(bn / 2);
+                    }
+                    for wgmma_n in ns {
+                        for stages in 2u32..=6 {
+                            for cluster_m in [1u32, 2] {
+                                for persistent in [false, true] {
+                                    for raster_group in [1u32, 8] {
+                                        v.push(WgmmaConfig {
+                                            bm,
+                                            bn,
+                                            bk: BLOCK_K,
+                                            consumers,
+                                            wgmma_n,
+                                            stages,
+                                            cluster_m,
+                                            persistent,
+                                            raster_group,
+                                        });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    fn check(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<(), ConstraintViolation> {
+        let fail = |reason: String| ConstraintViolation { template: NAME.to_string(), config: format!("{config:?}"), reason };
+        if arch != Arch::Sm90a {
+            return Err(fail(format!("arch {arch}: wgmma.mma_async and setmaxnreg need sm_90a (Hopper)")));
+        }
+        Self::check_problem(problem).map_err(fail)?;
+        Self::check_config(config, arch).map_err(fail)?;
+        let (tm, tn) = config.tiles(problem.m, problem.n);
+        let blocks = tm.div_ceil(config.cluster_m) as u64 * tn as u64 * config.cluster_m as u64;
+        if blocks > i32::MAX as u64 {
+            return Err(fail(format!("{blocks} tiles exceed the 2^31-1 grid limit")));
+        }
+        Ok(())
+    }
+
+    fn default_config(&self, _problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
+        WgmmaConfig {
+            bm: 128,
+            bn: 256,
+            bk: BLOCK_K,
+            consumers: 2,
+            wgmma_n: 256,
+            stages: 4,
+            cluster_m: 1,
+            persistent: true,
+            raster_group: 8,
+        }
+    }
+
+    fn emit(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+        self.check(problem, config, arch)?;
+        let entry = self.entry_name(problem, config);
+        let code = codegen::kernel_source(problem, config, &entry);
+        Ok(KernelSource { entry, code, template: NAME.to_string(), template_version: VERSION, options: vec![] })
+    }
+
+    fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
+        let cl = config.cluster_m.max(1);
+        let (tm, tn) = config.tiles(problem.m, problem.n);
+        let tiles = (tm.div_ceil(cl) * tn).max(1);
+        let clusters = if config.persistent {
+            let per_batch = (self.sm_count / cl / problem.batch.max(1)).max(1);
+            tiles.min(per_batch)
+        } else {
+            tiles
+        };
+        LaunchDims { grid: [clusters * cl, 1, problem.batch.max(1)], block: [config.threads(), 1, 1], dynamic_smem: config.smem_bytes() }
+    }
+
+    fn complexity(&self, c: &WgmmaConfig) -> u64 {
+        (c.stages + 2 * c.consumers + 4 * (c.cluster_m - 1) + u32::from(c.persistent) + u32::from(c.raster_group > 1)) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_config_is_valid_for_every_layout_and_dtype() {
+        let t = WgmmaGemm::default();
+        for dtype in [DType::F16, DType::Bf16] {
+            for la in [Layout::Row, Layout::Col] {
+                for lb in [Layout::Row, Layout::Col] {
+                    let p = GemmProblem::new(4096, 4096, 4096, dtype, la, lb);
+                    let c = t.default_config(&p, Arch::Sm90a);
+                    t.check(&p, &c, Arch::Sm90a).unwrap();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rejections_name_the_reason() {
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::nn(256, 256, 256, DType::Bf16);
+        let c = t.default_config(&p, Arch::Sm90a);
+        assert!(t.check(&p, &c, Arch::Sm120).unwrap_err().reason.contains("sm_90a"));
+        assert!(t.check(&p, &c, Arch::Sm80).unwrap_err().reason.contains("sm_90a"));
+        let f32p = GemmProblem::nn(256, 256, 256, DType::F32);
+        assert!(t.check(&f32p, &c, Arch::Sm90a).unwrap_err().reason.contains("dtype f32"));
+        let odd = GemmProblem::new(256, 256, 1001, DType::F16, Layout::Row, Layout::Col);
+        assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("lda=1001"));
+        let big = WgmmaConfig { stages: 5, ..c.clone() };
+        assert!(t.check(&p, &big, Arch::Sm90a).unwrap_err().reason.contains("shared memory"));
+        let fat = WgmmaConfig { bm: 256, ..c };
+        assert!(t.check(&p, &fat, Arch::Sm90a).unwrap_err().reason.contains("accumulators"));
+    }
+
+    #[test]
+    fn space_has_valid_configs_of_every_shape_family() {
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Col);
+        let valid = t.valid_space(&p, Arch::Sm90a);
+        for (bm, bn) in [(128, 256), (128, 128), (64, 256), (64, 64), (256, 128)] {
+            assert!(valid.iter().any(|c| c.bm == bm && c.bn == bn), "{bm}x{bn} missing");
+        }
+        assert!(valid.iter().any(|c| c.cluster_m == 2));
+        assert!(t.space(&p, Arch::Sm120).is_empty());
+    }
+
+    #[test]
+    fn launch_dims_cover_every_tile() {
+        let t = WgmmaGemm::new(132);
+        let p = GemmProblem::nn(4000, 4000, 4096, DType::Bf16).batched(2);
+        let c = WgmmaConfig { persistent: false, ..t.default_config(&p, Arch::Sm90a) };
+        let d = t.launch(&p, &c);
+        assert_eq!(d.grid, [32 * 16, 1, 2]);
+        assert_eq!(d.block, [384, 1, 1]);
+        let pc = WgmmaConfig { persistent: true, cluster_m: 2, ..c };
+        let d = t.launch(&p, &pc);
+        assert_eq!(d.grid, [66, 1, 2]);
+        assert_eq!(d.grid[0] % 2, 0, "grid is a whole number of clusters");
+    }
+
+    #[test]
+    fn entry_name_encodes_config_and_epilogue() {
+        let t = WgmmaGemm::default();
+        let mut p = GemmProblem::new(64, 64, 64, DType::F16, Layout::Row, Layout::Col);
+        p.epilogue.bias = true;
+        p.epilogue.activation = Activation::GeluErf;
+        p.epilogue.out_dtype = DType::F32;
+        let c = t.default_config(&p, Arch::Sm90a);
+        assert_eq!(t.entry_name(&p, &c), "rtx_wgmma_f16_rc_128x256x64_c2_n256_s4_cl1_g8_bias_geluerf_of32");
+    }
+}

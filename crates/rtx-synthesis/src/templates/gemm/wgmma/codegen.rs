@@ -1,0 +1,375 @@
+//! CUDA C++ emission of the warp-specialized wgmma + TMA GEMM kernel from a typed config.
+//!
+//! Block = 1 producer warpgroup (one thread issues TMA; `setmaxnreg.dec`) + `consumers`
+//! consumer warpgroups (`setmaxnreg.inc`, wgmma from shared memory, fused epilogue stored
+//! straight from the accumulator registers with bounds checks). The ring of `stages` buffers
+//! is guarded by a `full` mbarrier (TMA transaction bytes) and an `empty` mbarrier (one arrival
+//! per consumer warpgroup per CTA of the cluster) per stage. Tiles are visited in rasterized
+//! order; a block (cluster) loops over tiles with stride `gridDim.x / cluster_m`, so the same
+//! code serves the one-tile-per-block and the persistent launch.
+
+use super::config::{WgmmaConfig, PRODUCER_REGS};
+use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
+use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, DEVICE_HELPERS};
+use super::tma::{a_is_k_major, b_is_k_major};
+use crate::templates::codegen::CudaWriter;
+use crate::templates::gemm::{Activation, GemmProblem};
+use crate::DType;
+
+/// The float expression of an activation applied to `v`.
+fn activation_body(act: Activation) -> &'static str {
+    match act {
+        Activation::None => "return v;",
+        Activation::Relu => "return fmaxf(v, 0.0f);",
+        Activation::GeluTanh => "return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));",
+        Activation::GeluErf => "return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));",
+        Activation::Silu => "return v / (1.0f + __expf(-v));",
+    }
+}
+
+/// Conversions between the output type and float: (to float, pair to float2, from float, float2 to pair, pair type).
+fn out_conversions(out: DType) -> (&'static str, &'static str, &'static str, &'static str, &'static str) {
+    match out {
+        DType::Bf16 => {
+            ("__bfloat162float(x)", "__bfloat1622float2(x)", "__float2bfloat16_rn(v)", "__floats2bfloat162_rn(v.x, v.y)", "__nv_bfloat162")
+        }
+        DType::F16 => ("__half2float(x)", "__half22float2(x)", "__float2half_rn(v)", "__floats2half2_rn(v.x, v.y)", "__half2"),
+        DType::F32 | DType::Tf32 => ("x", "x", "v", "v", "float2"),
+    }
+}
+
+fn emit_epilogue_fns(w: &mut CudaWriter, p: &GemmProblem) {
+    let e = &p.epilogue;
+    let (to_f, to_f2, from_f, from_f2, pair) = out_conversions(e.out_dtype);
+    w.constant("bool", "EPI_READ_C", e.beta != 0.0);
+    w.constant("bool", "EPI_BIAS", e.bias);
+    w.constant("bool", "EPI_RESIDUAL", e.residual);
+    w.line(format!("typedef {pair} TOut2;"));
+    w.line(format!("__device__ __forceinline__ float out_to_f(TOut x) {{ return {to_f}; }}"));
+    w.line(format!("__device__ __forceinline__ float2 out2_to_f2(TOut2 x) {{ return {to_f2}; }}"));
+    w.line(format!("__device__ __forceinline__ TOut f_to_out(float v) {{ return {from_f}; }}"));
+    w.line(format!("__device__ __forceinline__ TOut2 f2_to_out2(float2 v) {{ return {from_f2}; }}"));
+    w.line(format!("__device__ __forceinline__ float activation(float v) {{ {} }}", activation_body(e.activation)));
+    w.lines(
+        r#"// out = act(alpha * acc + beta * C + bias[col]) + residual, for one element.
+__device__ __forceinline__ float epi1(float acc, const TOut* Cb, const TOut* bias, const TOut* Rb,
+                                             long long off, int col, float alpha, float beta) {
+  float v = alpha * acc;
+  if (EPI_READ_C) v += beta * out_to_f(Cb[off]);
+  if (EPI_BIAS) v += out_to_f(bias[col]);
+  v = activation(v);
+  if (EPI_RESIDUAL) v += out_to_f(Rb[off]);
+  return v;
+}
+// Stores the accumulator pair of columns (col, col + 1) of one row; `off` is the element offset of col.
+__device__ __forceinline__ void epi_store(TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int col,
+                                                 int N, bool vec, float a0, float a1, float alpha, float beta) {
+  if (vec && col + 1 < N) {
+    float2 v = make_float2(alpha * a0, alpha * a1);
+    if (EPI_READ_C) {
+      const float2 c = out2_to_f2(*reinterpret_cast<const TOut2*>(Cb + off));
+      v.x += beta * c.x;
+      v.y += beta * c.y;
+    }
+    if (EPI_BIAS) {
+      const float2 b = out2_to_f2(*reinterpret_cast<const TOut2*>(bias + col));
+      v.x += b.x;
+      v.y += b.y;
+    }
+    v.x = activation(v.x);
+    v.y = activation(v.y);
+    if (EPI_RESIDUAL) {
+      const float2 r = out2_to_f2(*reinterpret_cast<const TOut2*>(Rb + off));
+      v.x += r.x;
+      v.y += r.y;
+    }
+    *reinterpret_cast<TOut2*>(Cb + off) = f2_to_out2(v);
+  } else {
+    if (col < N) Cb[off] = f_to_out(epi1(a0, Cb, bias, Rb, off, col, alpha, beta));
+    if (col + 1 < N) Cb[off + 1] = f_to_out(epi1(a1, Cb, bias, Rb, off + 1, col + 1, alpha, beta));
+  }
+}
+// Rasterized tile order: walk RASTER_GROUP tile rows at a time, column by column.
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
+  const int group = RASTER_GROUP * tiles_n;
+  const int g = t / group;
+  const int first = g * RASTER_GROUP;
+  const int rows = min(tiles_m - first, RASTER_GROUP);
+  const int r = t - g * group;
+  tm = first + r % rows;
+  tn = r / rows;
+}"#,
+    );
+}
+
+fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    w.line(format!("typedef {} TIn;", p.dtype.cuda_type()));
+    w.line(format!("typedef {} TOut;", p.epilogue.out_dtype.cuda_type()));
+    w.constant("int", "BM", c.bm);
+    w.constant("int", "BN", c.bn);
+    w.constant("int", "BK", c.bk);
+    w.constant("int", "STAGES", c.stages);
+    w.constant("int", "CONSUMERS", c.consumers);
+    w.constant("int", "ROWS_PER_CONSUMER", c.rows_per_consumer());
+    w.constant("int", "CLUSTER_M", c.cluster_m);
+    w.constant("int", "RASTER_GROUP", c.raster_group);
+    w.constant("int", "THREADS", c.threads());
+    w.constant("unsigned", "A_STAGE_BYTES", c.a_stage_bytes());
+    w.constant("unsigned", "B_STAGE_BYTES", c.b_stage_bytes());
+    w.constant("unsigned", "STAGE_BYTES", c.stage_bytes());
+    w.constant("unsigned", "BAR_OFFSET", c.barrier_offset());
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    w.constant("unsigned long long", "DESC_A", format!("0x{:016x}ull", descriptor_bits(ak)));
+    w.constant("unsigned long long", "DESC_B", format!("0x{:016x}ull", descriptor_bits(bk)));
+    w.constant("unsigned", "A_CONSUMER_OFFSET", a_consumer_offset(c));
+}
+
+/// The (inner, outer) TMA coordinates of box `b` of an operand whose M/N tile origin is `mn0`.
+fn box_coords(b: &TmaBox, k_major: bool, mn0: &str) -> String {
+    if k_major {
+        format!("k0 + {}, {mn0} + {}", b.inner, b.outer)
+    } else {
+        format!("{mn0} + {}, k0 + {}", b.inner, b.outer)
+    }
+}
+
+/// Producer body: one thread streams A and B slabs into the ring.
+fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    let cl = c.cluster_m;
+    w.line(format!("asm volatile(\"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\");"));
+    w.open("if (wtid == 0)");
+    w.line("const int bA = stride_a != 0 ? batch : 0;");
+    w.line("const int bB = stride_b != 0 ? batch : 0;");
+    w.line("int s = 0;");
+    w.line("unsigned ph = 0;");
+    w.open("for (int t = cluster_id; t < num_tiles; t += num_clusters)");
+    w.line("int tm, tn;");
+    w.line("tile_coords(t, tiles_mc, tiles_n, tm, tn);");
+    w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
+    w.line("const int n0 = tn * BN;");
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    let a = a_boxes(c, ak);
+    let b: Vec<Vec<TmaBox>> = (0..cl).map(|r| b_boxes(c, bk, r)).collect();
+    w.comment("Boxes whose M/N origin is past the edge are skipped (they would only feed masked outputs);");
+    w.comment("a block of a cluster past M still multicasts its share of B. tx = bytes landing in this CTA.");
+    for (j, x) in a.iter().enumerate() {
+        w.line(format!("const bool la{j} = m0 + {} < M;", x.mn));
+    }
+    for (r, boxes) in b.iter().enumerate() {
+        for (j, x) in boxes.iter().enumerate() {
+            w.line(format!("const bool lb{r}_{j} = n0 + {} < N;", x.mn));
+        }
+    }
+    let mut terms: Vec<String> = a.iter().enumerate().map(|(j, x)| format!("(la{j} ? {}u : 0u)", x.bytes)).collect();
+    for (r, boxes) in b.iter().enumerate() {
+        terms.extend(boxes.iter().enumerate().map(|(j, x)| format!("(lb{r}_{j} ? {}u : 0u)", x.bytes)));
+    }
+    w.line(format!("const unsigned tx = {};", terms.join(" + ")));
+    w.open("for (int kb = 0; kb < kblocks; ++kb)");
+    if cl > 1 {
+        w.line("mbar_wait_cluster(bar_empty + 8 * s, ph ^ 1);");
+    } else {
+        w.line("mbar_wait(bar_empty + 8 * s, ph ^ 1);");
+    }
+    w.line("const unsigned full = bar_full + 8 * s;");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES;");
+    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
+    w.line("const int k0 = kb * BK;");
+    w.line("mbar_expect_tx(full, tx);");
+    for (j, x) in a.iter().enumerate() {
+        w.line(format!("if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);", x.smem_offset, box_coords(x, ak, "m0")));
+    }
+    let mask = (1u32 << cl) - 1;
+    for (r, boxes) in b.iter().enumerate() {
+        if cl > 1 {
+            w.open(format!("{}if (rank == {r})", if r > 0 { "else " } else { "" }));
+        }
+        for (j, x) in boxes.iter().enumerate() {
+            let coords = box_coords(x, bk, "n0");
+            if cl > 1 {
+                w.line(format!(
+                    "if (lb{r}_{j}) tma_load_3d_multicast(sb + {}u, &tmB, full, {coords}, bB, (unsigned short){mask});",
+                    x.smem_offset
+                ));
+            } else {
+                w.line(format!("if (lb{r}_{j}) tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);", x.smem_offset));
+            }
+        }
+        if cl > 1 {
+            w.close("");
+        }
+    }
+    w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
+    w.close(""); // kb
+    w.close(""); // tiles
+    w.close(""); // wtid == 0
+}
+
+fn acc_name(mi: u32, ni: u32) -> String {
+    format!("acc_{mi}_{ni}")
+}
+
+/// Consumer body: wgmma over the ring, release stages, fused epilogue.
+fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    let regs = c.wgmma_n / 2;
+    w.line(format!("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");", c.consumer_regs()));
+    w.line("const int cw = wg - 1;");
+    w.line("const int warp = wtid / 32;");
+    w.line("const int lane = wtid % 32;");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            w.line(format!("float {}[{regs}];", acc_name(mi, ni)));
+            w.line("#pragma unroll");
+            w.line(format!("for (int i = 0; i < {regs}; ++i) {}[i] = 0.0f;", acc_name(mi, ni)));
+        }
+    }
+    w.line("TOut* Cb = C + (long long)batch * stride_c;");
+    w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch * stride_c : nullptr;");
+    w.comment("Paired (2-element) epilogue accesses need even ldc / batch stride and aligned pointers.");
+    w.line("unsigned long long ptr_bits = reinterpret_cast<unsigned long long>(C);");
+    w.line("if (EPI_BIAS) ptr_bits |= reinterpret_cast<unsigned long long>(bias);");
+    w.line("if (EPI_RESIDUAL) ptr_bits |= reinterpret_cast<unsigned long long>(residual);");
+    w.line("const bool vec = ((ldc & 1) == 0) && ((stride_c & 1) == 0) && (ptr_bits % (2 * sizeof(TOut)) == 0);");
+    w.line("int s = 0;");
+    w.line("unsigned ph = 0;");
+    w.open("for (int t = cluster_id; t < num_tiles; t += num_clusters)");
+    w.line("int tm, tn;");
+    w.line("tile_coords(t, tiles_mc, tiles_n, tm, tn);");
+    w.line("int prev = 0;");
+    w.open("for (int kb = 0; kb < kblocks; ++kb)");
+    w.line("mbar_wait(bar_full + 8 * s, ph);");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cw * A_CONSUMER_OFFSET;");
+    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
+    w.line("wgmma_fence();");
+    for kk in 0..k16_slices() {
+        w.open(format!("/* k16 slice {kk} */"));
+        // The first slice of a tile overwrites the accumulators (scale-d = 0).
+        w.line(if kk == 0 { "const int sc = kb > 0 ? 1 : 0;" } else { "const int sc = 1;" });
+        for mi in 0..c.m_iters() {
+            w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
+        }
+        for ni in 0..c.n_iters() {
+            w.line(format!("const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);", b_desc_offset(c, bk, ni, kk)));
+        }
+        for mi in 0..c.m_iters() {
+            for ni in 0..c.n_iters() {
+                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n), acc_name(mi, ni)));
+            }
+        }
+        w.close("");
+    }
+    w.line("wgmma_commit();");
+    w.open("if (kb > 0)");
+    w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
+    w.line("wgmma_wait<1>();");
+    emit_release(w, c, "prev");
+    w.close("");
+    w.line("prev = s;");
+    w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
+    w.close(""); // kb
+    w.line("wgmma_wait<0>();");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            w.line("#pragma unroll");
+            w.line(format!("for (int i = 0; i < {regs}; ++i) fence_operand({}[i]);", acc_name(mi, ni)));
+        }
+    }
+    emit_release(w, c, "prev");
+    w.comment("Epilogue straight from the fragments (bounds-checked).");
+    w.line("const int row0 = (tm * CLUSTER_M + (int)rank) * BM + cw * ROWS_PER_CONSUMER + warp * 16 + (lane >> 2);");
+    w.line("const int col0 = tn * BN + (lane & 3) * 2;");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            w.line("#pragma unroll");
+            w.open(format!("for (int j = 0; j < {}; ++j)", c.wgmma_n / 8));
+            w.line(format!("const int col = col0 + {} + j * 8;", ni * c.wgmma_n));
+            w.line("#pragma unroll");
+            w.open("for (int h = 0; h < 2; ++h)");
+            w.line(format!("const int row = row0 + {} + h * 8;", mi * 64));
+            w.line(format!(
+                "if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}[4 * j + 2 * h], {a}[4 * j + 2 * h + 1], alpha, beta);",
+                a = acc_name(mi, ni)
+            ));
+            w.close("");
+            w.close("");
+        }
+    }
+    w.close(""); // tiles
+}
+
+/// One arrival per consumer warpgroup on the `empty` barrier of stage `stage` in every CTA of the cluster.
+fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
+    if c.cluster_m > 1 {
+        w.line(format!("if (wtid < CLUSTER_M) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"));
+    } else {
+        w.line(format!("if (wtid == 0) mbar_arrive(bar_empty + 8 * {stage});"));
+    }
+}
+
+/// The full translation unit for `p` and `c` with entry point `entry` (config already checked).
+pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
+    let mut w = CudaWriter::new();
+    w.comment(format!("rtx wgmma GEMM: {} {:?}{:?}, config {}", p.dtype, p.layout_a, p.layout_b, c.tag()));
+    w.include("cuda_fp16.h");
+    w.include("cuda_bf16.h");
+    w.line("");
+    emit_constants(&mut w, p, c);
+    w.lines(DEVICE_HELPERS);
+    emit_wgmma_fn(&mut w, c.wgmma_n, p.dtype, !a_is_k_major(p), !b_is_k_major(p));
+    emit_epilogue_fns(&mut w, p);
+    w.line("");
+    let cluster_attr = if c.cluster_m > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_m) } else { String::new() };
+    w.open(format!(
+        "extern \"C\" __global__ void __launch_bounds__(THREADS, 1){cluster_attr} {entry}(\n    \
+         const TIn* __restrict__ A, const TIn* __restrict__ B, TOut* C, const TOut* bias, const TOut* residual,\n    \
+         int M, int N, int K, int lda, int ldb, int ldc,\n    \
+         long long stride_a, long long stride_b, long long stride_c,\n    \
+         float alpha, float beta,\n    \
+         const __grid_constant__ TmaMap tmA, const __grid_constant__ TmaMap tmB)"
+    ));
+    w.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+    w.comment("128B-swizzled tiles must start on 1024-byte boundaries (wgmma descriptor base offset 0).");
+    w.line("const unsigned smem = (smem_u32(smem_raw) + 1023u) & ~1023u;");
+    w.line("const unsigned bar_full = smem + BAR_OFFSET;");
+    w.line("const unsigned bar_empty = bar_full + 8 * STAGES;");
+    w.line("const int wg = threadIdx.x / 128;");
+    w.line("const int wtid = threadIdx.x % 128;");
+    w.open("if (threadIdx.x == 0)");
+    w.open("for (int s = 0; s < STAGES; ++s)");
+    w.line("mbar_init(bar_full + 8 * s, 1);");
+    w.line("mbar_init(bar_empty + 8 * s, CONSUMERS * CLUSTER_M);");
+    w.close("");
+    w.line("fence_mbarrier_init();");
+    w.line("prefetch_tmap(&tmA);");
+    w.line("prefetch_tmap(&tmB);");
+    w.close("");
+    if c.cluster_m > 1 {
+        w.line("cluster_sync();");
+        w.line("const unsigned rank = cluster_ctarank();");
+    } else {
+        w.line("__syncthreads();");
+        w.line("const unsigned rank = 0;");
+    }
+    w.line("const int tiles_m = (M + BM - 1) / BM;");
+    w.line("const int tiles_n = (N + BN - 1) / BN;");
+    w.line("const int tiles_mc = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;");
+    w.line("const int num_tiles = tiles_mc * tiles_n;");
+    w.line("const int kblocks = (K + BK - 1) / BK;");
+    w.line("const int batch = blockIdx.z;");
+    w.line("const int cluster_id = blockIdx.x / CLUSTER_M;");
+    w.line("const int num_clusters = gridDim.x / CLUSTER_M;");
+    w.open("if (wg == 0)");
+    emit_producer(&mut w, p, c);
+    w.close("");
+    w.open("else");
+    emit_consumer(&mut w, p, c);
+    w.close("");
+    if c.cluster_m > 1 {
+        w.comment("No CTA may leave while its peer can still multicast into it or arrive on its barriers.");
+        w.line("__syncwarp();");
+        w.line("cluster_sync();");
+    }
+    w.close("");
+    w.finish()
+}

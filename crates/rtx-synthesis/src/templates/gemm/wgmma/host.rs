@@ -1,0 +1,219 @@
+//! Host side of the wgmma GEMM: encodes the two rank-3 TMA tensor maps, opts the kernel in to
+//! its dynamic shared memory and launches it with the common GEMM arguments plus the maps.
+//!
+//! The rank-3 maps are encoded here with `cuTensorMapEncodeTiled` directly because the runtime
+//! only wraps rank-2 maps (`rtx_runtime::encode_tensor_map_2d`); move this into the runtime once
+//! it has a rank-N encoder.
+
+use super::config::WgmmaConfig;
+use super::tma::{TmaDesc, TmaSwizzle};
+use super::WgmmaGemm;
+use crate::templates::gemm::GemmProblem;
+use crate::templates::{ConstraintViolation, Template};
+use crate::Arch;
+use rtx_runtime::cudarc::driver::sys;
+use rtx_runtime::{DeviceBuffer, Function, KernelArgs, LaunchConfig, RuntimeError, Stream};
+
+/// Bytes of an encoded `CUtensorMap`.
+pub const TENSOR_MAP_BYTES: usize = 128;
+/// Alignment of a `CUtensorMap` kernel parameter.
+pub const TENSOR_MAP_ALIGN: usize = 128;
+
+/// Device buffers of one wgmma GEMM launch.
+pub struct WgmmaBuffers<'a> {
+    /// A (input dtype), at least `problem.buffer_elems().0` elements, 16-byte aligned.
+    pub a: &'a DeviceBuffer,
+    /// B (input dtype), at least `problem.buffer_elems().1` elements, 16-byte aligned.
+    pub b: &'a DeviceBuffer,
+    /// C (output dtype), at least `problem.buffer_elems().2` elements; read too when beta != 0.
+    pub c: &'a mut DeviceBuffer,
+    /// Bias (N elements of the output dtype) when the epilogue has one.
+    pub bias: Option<&'a DeviceBuffer>,
+    /// Residual (laid out like C) when the epilogue has one.
+    pub residual: Option<&'a DeviceBuffer>,
+}
+
+/// Why a wgmma GEMM launch was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WgmmaLaunchError {
+    /// The problem/config breaks a template constraint.
+    #[error(transparent)]
+    Constraint(#[from] ConstraintViolation),
+    /// A buffer is smaller than the problem needs.
+    #[error("{what} buffer holds {have} bytes, the problem needs {need}")]
+    BufferTooSmall {
+        /// Which operand.
+        what: &'static str,
+        /// Bytes needed.
+        need: u64,
+        /// Bytes held.
+        have: u64,
+    },
+    /// A TMA operand is not 16-byte aligned.
+    #[error("{what} address {addr:#x} is not 16-byte aligned (TMA requirement)")]
+    Misaligned {
+        /// Which operand.
+        what: &'static str,
+        /// Its device address.
+        addr: u64,
+    },
+    /// The epilogue reads an operand that was not supplied.
+    #[error("the epilogue uses {what} but no buffer was given")]
+    MissingBuffer {
+        /// Which operand.
+        what: &'static str,
+    },
+    /// `cuTensorMapEncodeTiled` rejected a map.
+    #[error("tensor map of {operand}: {reason}")]
+    TensorMap {
+        /// A or B.
+        operand: &'static str,
+        /// The driver's error or the violated rule.
+        reason: String,
+    },
+    /// The runtime refused or failed the launch.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+fn cu_dtype(d: &TmaDesc) -> sys::CUtensorMapDataType {
+    use sys::CUtensorMapDataType as D;
+    match d.cu_data_type() {
+        6 => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        9 => D::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        _ => D::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+    }
+}
+
+fn cu_swizzle(s: TmaSwizzle) -> sys::CUtensorMapSwizzle {
+    use sys::CUtensorMapSwizzle as S;
+    match s {
+        TmaSwizzle::None => S::CU_TENSOR_MAP_SWIZZLE_NONE,
+        TmaSwizzle::B32 => S::CU_TENSOR_MAP_SWIZZLE_32B,
+        TmaSwizzle::B64 => S::CU_TENSOR_MAP_SWIZZLE_64B,
+        TmaSwizzle::B128 => S::CU_TENSOR_MAP_SWIZZLE_128B,
+    }
+}
+
+/// Encodes `desc` at device address `address` (zero out-of-bounds fill, 256-byte L2 promotion).
+/// Needs a loaded driver (an open `rtx_runtime::Device`).
+pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP_BYTES], String> {
+    desc.validate().map_err(|e| e.to_string())?;
+    if address == 0 || address % 16 != 0 {
+        return Err(format!("address {address:#x} is null or not 16-byte aligned"));
+    }
+    if !rtx_runtime::driver_available() {
+        return Err("the CUDA driver is not available".to_string());
+    }
+    let rank = desc.rank as usize;
+    let mut map = sys::CUtensorMap { opaque: [0; 16] };
+    let elem_strides = [1u32; 3];
+    // SAFETY: the arrays hold at least `rank` (resp. `rank - 1`) entries as the API requires;
+    // the address is only encoded, never dereferenced; the driver library is loaded.
+    let status = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            &mut map,
+            cu_dtype(desc),
+            rank as u32,
+            address as *mut std::ffi::c_void,
+            desc.dims.as_ptr(),
+            desc.strides.as_ptr(),
+            desc.box_dims.as_ptr(),
+            elem_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            cu_swizzle(desc.swizzle),
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if status != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("cuTensorMapEncodeTiled failed with {status:?} for {desc:?}"));
+    }
+    let mut out = [0u8; TENSOR_MAP_BYTES];
+    for (i, w) in map.opaque.iter().enumerate() {
+        out[i * 8..i * 8 + 8].copy_from_slice(&w.to_ne_bytes());
+    }
+    Ok(out)
+}
+
+fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaLaunchError> {
+    if (buf.len() as u64) < bytes {
+        return Err(WgmmaLaunchError::BufferTooSmall { what, need: bytes, have: buf.len() as u64 });
+    }
+    Ok(())
+}
+
+impl WgmmaGemm {
+    /// Checks `p`/`c` and the buffers, encodes the tensor maps, sets the kernel's dynamic shared
+    /// memory limit and launches `f` (compiled from [`Template::emit`] for the same `p`/`c`) on
+    /// `stream`. Does not synchronize.
+    pub fn enqueue(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &WgmmaConfig,
+        bufs: &mut WgmmaBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), WgmmaLaunchError> {
+        self.check(p, c, Arch::Sm90a)?;
+        let (ea, eb, ec) = p.buffer_elems();
+        let isz = p.dtype.size_bytes() as u64;
+        let osz = p.epilogue.out_dtype.size_bytes() as u64;
+        need("A", bufs.a, ea * isz)?;
+        need("B", bufs.b, eb * isz)?;
+        need("C", bufs.c, ec * osz)?;
+        for (what, addr) in [("A", bufs.a.ptr()), ("B", bufs.b.ptr())] {
+            if addr % 16 != 0 {
+                return Err(WgmmaLaunchError::Misaligned { what, addr });
+            }
+        }
+        let bias = match (p.epilogue.bias, bufs.bias) {
+            (false, _) => 0,
+            (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "bias" }),
+            (true, Some(b)) => {
+                need("bias", b, p.n as u64 * osz)?;
+                b.ptr()
+            }
+        };
+        let residual = match (p.epilogue.residual, bufs.residual) {
+            (false, _) => 0,
+            (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "residual" }),
+            (true, Some(r)) => {
+                need("residual", r, ec * osz)?;
+                r.ptr()
+            }
+        };
+        let (da, db) = self.tensor_maps(p, c);
+        let tm_a = encode_tensor_map(&da, bufs.a.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
+        let tm_b = encode_tensor_map(&db, bufs.b.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
+        let dims = self.launch(p, c);
+        f.set_max_dynamic_smem(dims.dynamic_smem)?;
+        let cfg = LaunchConfig::new(dims.grid, dims.block, dims.dynamic_smem);
+        let mut args = KernelArgs::new();
+        args.u64(bufs.a.ptr())
+            .u64(bufs.b.ptr())
+            .u64(bufs.c.ptr())
+            .u64(bias)
+            .u64(residual)
+            .i32(p.m as i32)
+            .i32(p.n as i32)
+            .i32(p.k as i32)
+            .i32(p.lda as i32)
+            .i32(p.ldb as i32)
+            .i32(p.ldc as i32)
+            .i64(p.stride_a as i64)
+            .i64(p.stride_b as i64)
+            .i64(p.stride_c as i64)
+            .f32(p.epilogue.alpha)
+            .f32(p.epilogue.beta)
+            .bytes(&tm_a, TENSOR_MAP_ALIGN)
+            .bytes(&tm_b, TENSOR_MAP_ALIGN);
+        tracing::debug!(kernel = f.name(), grid = ?dims.grid, block = ?dims.block, smem = dims.dynamic_smem, "wgmma GEMM launch");
+        // SAFETY: the arguments follow the kernel ABI documented in `wgmma.rs` (pointers, 6 ints,
+        // 3 long longs, 2 floats, 2 by-value 128-byte maps); the buffers were checked to be large
+        // enough for every element the kernel reads or writes, and outlive the call (the caller
+        // keeps them alive until the stream has run the kernel).
+        unsafe { f.launch(stream, &cfg, &mut args)? };
+        Ok(())
+    }
+}

@@ -1,0 +1,227 @@
+//! Shared-memory layout of one pipeline stage: where every TMA box lands and where every wgmma
+//! descriptor points. The code generator emits exactly these offsets, and the tests below check
+//! them against a model of the 128B swizzle and of the wgmma canonical layouts (PTX ISA
+//! "Shared Memory Matrix Layout"), so a descriptor or box mistake fails on the CPU.
+//!
+//! Every operand tile is a stack of 128-byte rows (one 64-element swizzle span). K-major
+//! operands (row-major A, column-major B) store one tile row per M/N index; MN-major operands
+//! store 64 x 64 boxes, each 64 K rows of 64 M/N elements, side by side along M/N.
+
+use super::config::{WgmmaConfig, BLOCK_K, BOX_BYTES, SWIZZLE_BYTES};
+
+/// One TMA copy of a stage: destination offset from the operand's stage base, and the offsets
+/// added to the (inner, outer) tile coordinates — `(k0, m0|n0)` for K-major operands,
+/// `(m0|n0, k0)` for MN-major ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TmaBox {
+    /// Byte offset of the box in the operand's stage buffer (a multiple of 1024).
+    pub smem_offset: u32,
+    /// Added to the inner (contiguous) coordinate.
+    pub inner: u32,
+    /// Added to the outer coordinate.
+    pub outer: u32,
+    /// Offset of the box origin along M (A) or N (B) from the tile origin: a box whose origin
+    /// is past the matrix edge is skipped (it would only feed masked outputs).
+    pub mn: u32,
+    /// Bytes the box delivers (counted in the stage's mbarrier transaction bytes).
+    pub bytes: u32,
+}
+
+/// Byte step of a descriptor start address per k16 slice: 32 bytes inside the 128-byte rows of
+/// a K-major tile, 16 rows of 128 bytes in an MN-major one.
+pub fn k16_step(k_major: bool) -> u32 {
+    if k_major {
+        32
+    } else {
+        16 * SWIZZLE_BYTES
+    }
+}
+
+/// The A boxes one CTA loads per stage.
+pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
+    if k_major {
+        vec![TmaBox { smem_offset: 0, inner: 0, outer: 0, mn: 0, bytes: c.bm * SWIZZLE_BYTES }]
+    } else {
+        (0..c.bm / 64).map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES }).collect()
+    }
+}
+
+/// The B boxes cluster rank `rank` loads per stage (multicast to the whole cluster when
+/// `cluster_m > 1`; each rank loads `1 / cluster_m` of the tile's columns).
+pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
+    let cl = c.cluster_m.max(1);
+    if k_major {
+        let part = c.bn / cl;
+        vec![TmaBox {
+            smem_offset: rank * part * SWIZZLE_BYTES,
+            inner: 0,
+            outer: rank * part,
+            mn: rank * part,
+            bytes: part * SWIZZLE_BYTES,
+        }]
+    } else {
+        let per = c.bn / 64 / cl;
+        (rank * per..(rank + 1) * per)
+            .map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES })
+            .collect()
+    }
+}
+
+/// Offset of consumer warpgroup `cw`'s rows in the A stage (same for both majors: 64 rows of a
+/// K-major tile and one 64-wide MN-major box are both 8 KiB).
+pub fn a_consumer_offset(c: &WgmmaConfig) -> u32 {
+    c.rows_per_consumer() * SWIZZLE_BYTES
+}
+
+/// Descriptor start offset (from the consumer's A base) of m64 block `mi`, k16 slice `kk`.
+pub fn a_desc_offset(k_major: bool, mi: u32, kk: u32) -> u32 {
+    mi * 64 * SWIZZLE_BYTES + kk * k16_step(k_major)
+}
+
+/// Descriptor start offset (from the B stage base) of instruction `ni`, k16 slice `kk`.
+pub fn b_desc_offset(c: &WgmmaConfig, k_major: bool, ni: u32, kk: u32) -> u32 {
+    ni * c.wgmma_n * SWIZZLE_BYTES + kk * k16_step(k_major)
+}
+
+/// k16 slices per stage.
+pub fn k16_slices() -> u32 {
+    BLOCK_K / 16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::ptx::descriptor;
+    use super::super::tma::{tma_desc_a, tma_desc_b};
+    use super::*;
+    use crate::templates::gemm::{GemmProblem, Layout};
+    use crate::DType;
+    use std::collections::HashMap;
+
+    /// The 128-byte swizzle (Swizzle<3,4,3>) on absolute shared-memory byte addresses.
+    fn swizzle128(addr: u32) -> u32 {
+        addr ^ (((addr >> 7) & 7) << 4)
+    }
+
+    /// Address a wgmma reads for element (x = M/N index, y = K index in 0..16) of an operand
+    /// described by `desc`, per the PTX canonical layouts for 128B swizzle (16-bit elements):
+    /// K-major ((8,m),(8,2)):((64,SBO),(1,8)), MN-major ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)).
+    fn wgmma_addr(desc: u64, k_major: bool, x: u32, y: u32) -> u32 {
+        assert_eq!(desc >> 62, 1, "128B swizzle mode");
+        assert_eq!((desc >> 49) & 7, 0, "base offset 0");
+        let start = ((desc & 0x3FFF) << 4) as u32;
+        let lbo = (((desc >> 16) & 0x3FFF) << 4) as u32;
+        let sbo = (((desc >> 32) & 0x3FFF) << 4) as u32;
+        let off =
+            if k_major { (x % 8) * 128 + (x / 8) * sbo + y * 2 } else { (x % 64) * 2 + (x / 64) * lbo + (y % 8) * 128 + (y / 8) * sbo };
+        swizzle128(start + off)
+    }
+
+    /// Global element of an operand tile: (M/N index, K index) relative to the tile origin.
+    type Elem = (u32, u32);
+
+    /// Simulates the stage's TMA copies of one operand: smem address -> tile element.
+    fn simulate_tma(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, written: &mut HashMap<u32, Elem>) -> u32 {
+        let mut bytes = 0;
+        for b in boxes {
+            assert_eq!((base + b.smem_offset) % 1024, 0, "boxes start on swizzle-pattern boundaries");
+            for o in 0..box_outer {
+                for i in 0..64 {
+                    let (inner, outer) = (b.inner + i, b.outer + o);
+                    let elem = if k_major { (outer, inner) } else { (inner, outer) };
+                    for byte in 0..2 {
+                        let addr = swizzle128(base + b.smem_offset + o * 128 + i * 2) + byte;
+                        assert!(written.insert(addr, elem).is_none(), "two boxes write smem byte {addr}");
+                    }
+                }
+            }
+            assert_eq!(b.bytes, box_outer * 128, "box byte count");
+            assert_eq!(b.mn, if k_major { b.outer } else { b.inner }, "box M/N origin");
+            bytes += b.bytes;
+        }
+        bytes
+    }
+
+    fn check_layout(la: Layout, lb: Layout, c: &WgmmaConfig) {
+        let p = GemmProblem::new(1024, 1024, 1024, DType::Bf16, la, lb);
+        let (ak, bk) = (la == Layout::Row, lb == Layout::Col);
+        let (ta, tb) = (tma_desc_a(&p, c), tma_desc_b(&p, c));
+        // A stage and B stage of stage 1 (any 1024-aligned base works).
+        let sa = 1024 * 64;
+        let sb = sa + c.stages * c.a_stage_bytes();
+        let mut a_smem = HashMap::new();
+        let mut b_smem = HashMap::new();
+        let a_bytes = simulate_tma(sa, &a_boxes(c, ak), ta.box_dims[1], ak, &mut a_smem);
+        let mut b_bytes = 0;
+        for rank in 0..c.cluster_m {
+            b_bytes += simulate_tma(sb, &b_boxes(c, bk, rank), tb.box_dims[1], bk, &mut b_smem);
+        }
+        assert_eq!(ta.box_dims[0], 64);
+        assert_eq!(tb.box_dims[0], 64);
+        // The full barrier's expected transaction bytes are exactly what lands in the CTA.
+        assert_eq!(a_bytes, c.a_stage_bytes(), "{c:?}");
+        assert_eq!(b_bytes, c.b_stage_bytes(), "{c:?}");
+        assert_eq!(a_bytes + b_bytes, c.stage_bytes());
+        for cw in 0..c.consumers {
+            let a_base = sa + cw * a_consumer_offset(c);
+            for kk in 0..k16_slices() {
+                for mi in 0..c.m_iters() {
+                    let d = descriptor(a_base + a_desc_offset(ak, mi, kk), ak);
+                    for x in 0..64 {
+                        for y in 0..16 {
+                            let want = (cw * c.rows_per_consumer() + mi * 64 + x, kk * 16 + y);
+                            let addr = wgmma_addr(d, ak, x, y);
+                            assert_eq!(a_smem.get(&addr), Some(&want), "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}");
+                        }
+                    }
+                }
+                for ni in 0..c.n_iters() {
+                    let d = descriptor(sb + b_desc_offset(c, bk, ni, kk), bk);
+                    for x in 0..c.wgmma_n {
+                        for y in 0..16 {
+                            let want = (ni * c.wgmma_n + x, kk * 16 + y);
+                            let addr = wgmma_addr(d, bk, x, y);
+                            assert_eq!(b_smem.get(&addr), Some(&want), "B {lb:?} ni {ni} kk {kk} elem ({x},{y}) {c:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, cluster_m: u32) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages: 3, cluster_m, persistent: false, raster_group: 1 }
+    }
+
+    #[test]
+    fn descriptors_read_what_tma_wrote() {
+        let configs = [
+            cfg(128, 256, 2, 256, 1),
+            cfg(128, 256, 2, 128, 2),
+            cfg(128, 128, 1, 128, 1),
+            cfg(128, 128, 2, 64, 2),
+            cfg(256, 128, 2, 128, 1),
+            cfg(64, 64, 1, 64, 1),
+            cfg(128, 192, 2, 192, 1),
+            cfg(64, 256, 1, 128, 2),
+        ];
+        for c in &configs {
+            for la in [Layout::Row, Layout::Col] {
+                for lb in [Layout::Row, Layout::Col] {
+                    check_layout(la, lb, c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_model_catches_a_wrong_stride() {
+        // Sanity of the test itself: an MN-major descriptor with the K-major LBO misreads B.
+        let c = cfg(64, 128, 1, 128, 1);
+        let mut smem = HashMap::new();
+        simulate_tma(0, &b_boxes(&c, false, 0), 64, false, &mut smem);
+        let good = descriptor(0, false);
+        let bad = descriptor(0, true);
+        assert_eq!(smem.get(&wgmma_addr(good, false, 70, 9)), Some(&(70, 9)));
+        assert_ne!(smem.get(&wgmma_addr(bad, false, 70, 9)), Some(&(70, 9)));
+    }
+}

@@ -1,0 +1,202 @@
+//! Host-side descriptions of the two TMA tensor maps the wgmma GEMM kernel takes.
+//!
+//! A [`TmaDesc`] is everything `cuTensorMapEncodeTiled` needs except the global address: the
+//! launch wrapper adds the buffer pointer and hands it to the driver. The kernel always uses
+//! rank-3 maps `(inner, outer, batch)` so one code path serves batched and unbatched problems.
+
+use super::config::{WgmmaConfig, BLOCK_K};
+use crate::templates::gemm::{GemmProblem, Layout};
+use crate::DType;
+use serde::{Deserialize, Serialize};
+
+/// Shared-memory swizzle a TMA copy applies (`CU_TENSOR_MAP_SWIZZLE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TmaSwizzle {
+    /// No swizzle.
+    None,
+    /// 32-byte swizzle.
+    B32,
+    /// 64-byte swizzle.
+    B64,
+    /// 128-byte swizzle (what the wgmma descriptors of this template assume).
+    B128,
+}
+
+impl TmaSwizzle {
+    /// The swizzle span in bytes (the largest inner box extent it allows); 0 for none.
+    pub fn span_bytes(self) -> u64 {
+        match self {
+            TmaSwizzle::None => 0,
+            TmaSwizzle::B32 => 32,
+            TmaSwizzle::B64 => 64,
+            TmaSwizzle::B128 => 128,
+        }
+    }
+}
+
+/// A tiled TMA tensor map without its base address. Dimension 0 is the contiguous one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TmaDesc {
+    /// Element type (f16 or bf16 here).
+    pub dtype: DType,
+    /// Tensor rank (3 for this template).
+    pub rank: u32,
+    /// Extent of each dimension in elements, innermost first (`globalDim`).
+    pub dims: [u64; 3],
+    /// Byte stride of dimensions 1 and 2 (`globalStrides`; dimension 0 is contiguous).
+    pub strides: [u64; 2],
+    /// Box (one copy) extent per dimension in elements (`boxDim`).
+    pub box_dims: [u32; 3],
+    /// Shared-memory swizzle.
+    pub swizzle: TmaSwizzle,
+}
+
+/// Why a [`TmaDesc`] breaks a `cuTensorMapEncodeTiled` rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("TMA descriptor invalid: {0}")]
+pub struct TmaDescError(pub String);
+
+impl TmaDesc {
+    /// Checks the driver's documented rules for tiled maps (strides multiple of 16 and < 2^40,
+    /// dims in 1..=2^32, boxes in 1..=256, inner box bytes a multiple of 16 and within the swizzle span).
+    pub fn validate(&self) -> Result<(), TmaDescError> {
+        let e = |s: String| Err(TmaDescError(s));
+        let r = self.rank as usize;
+        if !(1..=3).contains(&r) {
+            return e(format!("rank {} not in 1..=3", self.rank));
+        }
+        for (i, &d) in self.dims[..r].iter().enumerate() {
+            if d == 0 || d > 1 << 32 {
+                return e(format!("dims[{i}] = {d} not in 1..=2^32"));
+            }
+        }
+        for (i, &s) in self.strides[..r - 1].iter().enumerate() {
+            if s % 16 != 0 || s >= 1 << 40 {
+                return e(format!("strides[{i}] = {s} bytes: must be a multiple of 16 and < 2^40"));
+            }
+        }
+        for (i, &b) in self.box_dims[..r].iter().enumerate() {
+            if b == 0 || b > 256 {
+                return e(format!("box_dims[{i}] = {b} not in 1..=256"));
+            }
+        }
+        let inner = self.box_dims[0] as u64 * self.dtype.size_bytes() as u64;
+        if inner % 16 != 0 {
+            return e(format!("inner box extent {inner} bytes is not a multiple of 16"));
+        }
+        let span = self.swizzle.span_bytes();
+        if span != 0 && inner > span {
+            return e(format!("inner box extent {inner} bytes exceeds the {span}-byte swizzle span"));
+        }
+        Ok(())
+    }
+
+    /// The `CUtensorMapDataType` enumerator value (`CU_TENSOR_MAP_DATA_TYPE_FLOAT16` = 6,
+    /// `BFLOAT16` = 9, `FLOAT32` = 7).
+    pub fn cu_data_type(&self) -> u32 {
+        match self.dtype {
+            DType::F16 => 6,
+            DType::Bf16 => 9,
+            DType::F32 | DType::Tf32 => 7,
+        }
+    }
+
+    /// The `CUtensorMapSwizzle` enumerator value (none 0, 32B 1, 64B 2, 128B 3).
+    pub fn cu_swizzle(&self) -> u32 {
+        match self.swizzle {
+            TmaSwizzle::None => 0,
+            TmaSwizzle::B32 => 1,
+            TmaSwizzle::B64 => 2,
+            TmaSwizzle::B128 => 3,
+        }
+    }
+}
+
+/// Whether an operand is stored with K contiguous (`true`) or M/N contiguous.
+pub(crate) fn a_is_k_major(p: &GemmProblem) -> bool {
+    p.layout_a == Layout::Row
+}
+
+/// Whether B is stored with K contiguous (column-major B).
+pub(crate) fn b_is_k_major(p: &GemmProblem) -> bool {
+    p.layout_b == Layout::Col
+}
+
+/// One operand's map: `rows x cols` as stored (cols contiguous), leading dimension `ld`,
+/// batch stride `stride` (elements; 0 broadcasts) and the box.
+fn operand_map(p: &GemmProblem, rows: u32, cols: u32, ld: u32, stride: u64, box_inner: u32, box_outer: u32) -> TmaDesc {
+    let esz = p.dtype.size_bytes() as u64;
+    let row_bytes = ld as u64 * esz;
+    let (batch_dim, batch_stride) = if p.batch > 1 && stride != 0 { (p.batch as u64, stride * esz) } else { (1, rows as u64 * row_bytes) };
+    TmaDesc {
+        dtype: p.dtype,
+        rank: 3,
+        dims: [cols as u64, rows as u64, batch_dim],
+        strides: [row_bytes, batch_stride],
+        box_dims: [box_inner, box_outer, 1],
+        swizzle: TmaSwizzle::B128,
+    }
+}
+
+/// The tensor map of A for this problem and config (the kernel's `tmA` parameter).
+///
+/// Row-major A (K-major): dims `(K, M, batch)`, box `(64, bm)`; column-major A (M-major):
+/// dims `(M, K, batch)`, box `(64, 64)` issued `bm / 64` times.
+pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
+    if a_is_k_major(p) {
+        operand_map(p, p.m, p.k, p.lda, p.stride_a, BLOCK_K, c.bm)
+    } else {
+        operand_map(p, p.k, p.m, p.lda, p.stride_a, 64, BLOCK_K)
+    }
+}
+
+/// The tensor map of B for this problem and config (the kernel's `tmB` parameter).
+///
+/// Column-major B (K-major): dims `(K, N, batch)`, box `(64, bn / cluster_m)`; row-major B
+/// (N-major): dims `(N, K, batch)`, box `(64, 64)` issued `bn / 64 / cluster_m` times per block.
+pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
+    if b_is_k_major(p) {
+        operand_map(p, p.n, p.k, p.ldb, p.stride_b, BLOCK_K, c.bn / c.cluster_m.max(1))
+    } else {
+        operand_map(p, p.k, p.n, p.ldb, p.stride_b, 64, BLOCK_K)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> WgmmaConfig {
+        WgmmaConfig { bm: 128, bn: 256, bk: 64, consumers: 2, wgmma_n: 256, stages: 4, cluster_m: 1, persistent: false, raster_group: 1 }
+    }
+
+    #[test]
+    fn nt_maps_are_k_major_with_full_tile_boxes() {
+        let p = GemmProblem::new(4000, 3000, 1000, DType::Bf16, Layout::Row, Layout::Col);
+        let a = tma_desc_a(&p, &cfg());
+        assert_eq!((a.dims, a.strides, a.box_dims), ([1000, 4000, 1], [2000, 2000 * 4000], [64, 128, 1]));
+        let b = tma_desc_b(&p, &cfg());
+        assert_eq!((b.dims, b.box_dims), ([1000, 3000, 1], [64, 256, 1]));
+        a.validate().unwrap();
+        b.validate().unwrap();
+    }
+
+    #[test]
+    fn nn_b_map_is_n_major_and_batched() {
+        let p = GemmProblem::nn(256, 512, 128, DType::F16).batched(3);
+        let b = tma_desc_b(&p, &cfg());
+        assert_eq!((b.dims, b.strides, b.box_dims), ([512, 128, 3], [1024, 128 * 512 * 2], [64, 64, 1]));
+        b.validate().unwrap();
+        assert_eq!(b.cu_data_type(), 6);
+        assert_eq!(b.cu_swizzle(), 3);
+    }
+
+    #[test]
+    fn validate_rejects_unaligned_strides_and_wide_boxes() {
+        let p = GemmProblem::new(64, 64, 100, DType::Bf16, Layout::Row, Layout::Col);
+        assert!(tma_desc_a(&p, &cfg()).validate().unwrap_err().0.contains("strides[0]"));
+        let mut d = tma_desc_a(&GemmProblem::nn(64, 64, 64, DType::Bf16), &cfg());
+        d.box_dims[0] = 128;
+        assert!(d.validate().unwrap_err().0.contains("swizzle span"));
+    }
+}

@@ -1,0 +1,182 @@
+//! Property tests of the wgmma template's constraint checking: `check()` agrees with the
+//! documented rules on random problems/configs/architectures, and `emit()` never panics.
+
+use proptest::prelude::*;
+use rtx_synthesis::templates::gemm::wgmma::{tma_desc_a, tma_desc_b, WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::{Activation, Epilogue, GemmProblem, Layout};
+use rtx_synthesis::templates::Template;
+use rtx_synthesis::{Arch, DType};
+
+/// The rules as documented in `wgmma.rs`, re-stated independently.
+fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
+    if arch != Arch::Sm90a || p.validate().is_err() {
+        return false;
+    }
+    if !matches!(p.dtype, DType::F16 | DType::Bf16) || !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
+        return false;
+    }
+    if p.lda % 8 != 0 || p.ldb % 8 != 0 || p.batch > 65535 {
+        return false;
+    }
+    if p.batch > 1 {
+        let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
+        let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
+        for (s, span) in [(p.stride_a, rows_a * p.lda as u64), (p.stride_b, rows_b * p.ldb as u64)] {
+            if s != 0 && (s % 8 != 0 || s < span || s * 2 >= 1 << 40) {
+                return false;
+            }
+        }
+    }
+    let rows_per_wg = if c.consumers == 0 { 0 } else { c.bm / c.consumers };
+    let acc = rows_per_wg / 64 * c.bn / 2;
+    let smem = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages + 1024;
+    c.bk == 64
+        && (1..=2).contains(&c.consumers)
+        && [64, 128, 256].contains(&c.bm)
+        && c.bm % (64 * c.consumers) == 0
+        && [64, 128, 192, 256].contains(&c.bn)
+        && c.wgmma_n % 64 == 0
+        && (64..=256).contains(&c.wgmma_n)
+        && c.bn % c.wgmma_n == 0
+        && acc <= 128
+        && (2..=6).contains(&c.stages)
+        && (1..=2).contains(&c.cluster_m)
+        && (c.cluster_m == 1 || c.bn % 128 == 0)
+        && (1..=64).contains(&c.raster_group)
+        && smem <= 227 * 1024
+}
+
+fn arb_dtype() -> impl Strategy<Value = DType> {
+    prop_oneof![1 => Just(DType::F32), 1 => Just(DType::Tf32), 4 => Just(DType::F16), 4 => Just(DType::Bf16)]
+}
+
+/// A dimension: mostly a multiple of 8 (so packed leading dimensions are TMA-aligned), sometimes odd.
+fn arb_dim() -> impl Strategy<Value = u32> {
+    prop_oneof![7 => (1u32..600).prop_map(|d| d * 8), 1 => 1u32..5000]
+}
+
+fn arb_pad() -> impl Strategy<Value = u32> {
+    prop_oneof![4 => Just(0u32), 2 => Just(8), 1 => Just(64), 1 => 1u32..24]
+}
+
+fn arb_layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![Just(Layout::Row), Just(Layout::Col)]
+}
+
+fn arb_act() -> impl Strategy<Value = Activation> {
+    prop_oneof![
+        Just(Activation::None),
+        Just(Activation::Relu),
+        Just(Activation::GeluTanh),
+        Just(Activation::GeluErf),
+        Just(Activation::Silu)
+    ]
+}
+
+prop_compose! {
+    fn arb_problem()(m in arb_dim(), n in arb_dim(), k in arb_dim(), dtype in arb_dtype(), out in prop_oneof![3 => Just(None), 1 => arb_dtype().prop_map(Some)],
+                     la in arb_layout(), lb in arb_layout(), pad_a in arb_pad(), pad_b in arb_pad(),
+                     batch in prop_oneof![8 => Just(1u32), 4 => 1u32..5, 1 => Just(70000u32)], stride_pad in prop_oneof![Just(0u64), Just(8), 0u64..20], broadcast in any::<bool>(),
+                     beta in prop_oneof![Just(0.0f32), Just(0.5f32)], bias in any::<bool>(), act in arb_act(), residual in any::<bool>())
+                     -> GemmProblem {
+        let mut p = GemmProblem::new(m, n, k, dtype, la, lb);
+        p.lda += pad_a;
+        p.ldb += pad_b;
+        p.batch = batch;
+        let (ra, rb) = (if la == Layout::Row { m } else { k } as u64, if lb == Layout::Row { k } else { n } as u64);
+        p.stride_a = if broadcast { 0 } else { ra * p.lda as u64 + stride_pad };
+        p.stride_b = rb * p.ldb as u64 + if stride_pad % 3 == 0 { 8 } else { 0 };
+        p.stride_c = m as u64 * n as u64;
+        p.epilogue = Epilogue { alpha: 1.0, beta, bias, activation: act, residual, out_dtype: out.unwrap_or(if dtype == DType::Tf32 { DType::F32 } else { dtype }) };
+        p
+    }
+}
+
+prop_compose! {
+    fn arb_config()(bm in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(192), 3 => Just(256), 1 => Just(32)],
+                    bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
+                    bk in prop_oneof![6 => Just(64u32), 1 => Just(32)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
+                    wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(320)],
+                    stages in prop_oneof![6 => 2u32..7, 1 => Just(1), 1 => Just(7)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
+                    persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)]) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group }
+    }
+}
+
+/// Half raw random configs, half drawn from the template's own space (mostly valid).
+fn arb_any_config() -> impl Strategy<Value = WgmmaConfig> {
+    let space = WgmmaGemm::default().space(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
+    prop_oneof![arb_config(), proptest::sample::select(space)]
+}
+
+fn arb_arch() -> impl Strategy<Value = Arch> {
+    prop_oneof![16 => Just(Arch::Sm90a), 1 => Just(Arch::Sm90), 1 => Just(Arch::Sm80), 1 => Just(Arch::Sm120)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn check_agrees_with_the_documented_rules(p in arb_problem(), c in arb_any_config(), arch in arb_arch()) {
+        let t = WgmmaGemm::default();
+        let got = t.check(&p, &c, arch);
+        prop_assert_eq!(got.is_ok(), documented_ok(&p, &c, arch), "check said {:?}", got);
+        if let Err(e) = got {
+            prop_assert!(!e.reason.is_empty());
+            prop_assert_eq!(e.template.as_str(), "gemm_wgmma");
+        }
+    }
+
+    #[test]
+    fn emit_never_panics_and_matches_check(p in arb_problem(), c in arb_any_config(), arch in arb_arch()) {
+        let t = WgmmaGemm::default();
+        let checked = t.check(&p, &c, arch).is_ok();
+        match t.emit(&p, &c, arch) {
+            Ok(src) => {
+                prop_assert!(checked);
+                prop_assert!(src.code.contains(&format!("void __launch_bounds__(THREADS, 1)")));
+                prop_assert!(src.code.contains(&src.entry));
+                let d = t.launch(&p, &c);
+                prop_assert_eq!(d.grid[0] % c.cluster_m, 0);
+                prop_assert_eq!(d.grid[2], p.batch);
+                prop_assert_eq!(d.block[0], c.threads());
+                prop_assert!(d.dynamic_smem <= 227 * 1024);
+                // The tensor maps a valid problem produces satisfy the driver's rules.
+                prop_assert!(tma_desc_a(&p, &c).validate().is_ok());
+                prop_assert!(tma_desc_b(&p, &c).validate().is_ok());
+            }
+            Err(e) => {
+                prop_assert!(!checked);
+                prop_assert!(!e.reason.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn every_valid_space_config_emits() {
+    let t = WgmmaGemm::default();
+    for p in [GemmProblem::nn(4096, 4096, 4096, DType::Bf16), GemmProblem::new(64, 8192, 8192, DType::F16, Layout::Row, Layout::Col)] {
+        let valid = t.valid_space(&p, Arch::Sm90a);
+        assert!(valid.len() > 100, "only {} valid configs", valid.len());
+        for c in &valid {
+            let src = t.emit(&p, c, Arch::Sm90a).unwrap();
+            assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k16", c.wgmma_n)));
+        }
+    }
+}
+
+#[test]
+fn the_random_space_exercises_both_outcomes() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let t = WgmmaGemm::default();
+    let mut runner = TestRunner::deterministic();
+    let strat = (arb_problem(), arb_any_config(), arb_arch());
+    let (mut ok, total) = (0, 4000);
+    for _ in 0..total {
+        let (p, c, arch) = strat.new_tree(&mut runner).unwrap().current();
+        ok += t.check(&p, &c, arch).is_ok() as u32;
+    }
+    assert!(ok > total / 20 && ok < total * 9 / 10, "{ok} of {total} valid: the strategies miss one side");
+}

@@ -1,0 +1,192 @@
+//! Compiles wgmma GEMM configs for sm_90a with NVRTC and checks the ptxas resource report:
+//! no spills, registers within the launch / `setmaxnreg` budgets, wgmma and TMA present.
+
+use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
+use rtx_synthesis::templates::Template;
+use rtx_synthesis::{Arch, DType};
+
+fn toolchain_or_skip(test: &str) -> bool {
+    match Toolchain::get() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("SKIP {test}: {e}");
+            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+            false
+        }
+    }
+}
+
+/// The number after `key` on the ptxas line that names `entry` (e.g. "Used 168 registers").
+fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
+    let mut in_entry = false;
+    for line in log.lines() {
+        if line.contains("Compiling entry function") || line.contains("Function properties for") {
+            in_entry = line.contains(entry);
+        }
+        if in_entry {
+            if let Some(pos) = line.find(before) {
+                let head = &line[..pos];
+                let num: String =
+                    head.trim_end().chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
+                if let Ok(n) = num.parse() {
+                    return Some(n);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
+    let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+    assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32", c.wgmma_n)));
+    assert!(src.code.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"));
+    let out = match aot::compile(&src, Arch::Sm90a) {
+        Ok(o) => o,
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(&out.cubin[..4], b"\x7fELF");
+    let log = &out.log;
+    if std::env::var_os("RTX_SHOW_PTXAS").is_some() {
+        eprintln!("{}\n{log}", src.entry);
+    }
+    let regs = ptxas_number(log, &src.entry, "registers").unwrap_or_else(|| panic!("no register line for {}:\n{log}", src.entry));
+    let spill_st = ptxas_number(log, &src.entry, "bytes spill stores").unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let spill_ld = ptxas_number(log, &src.entry, "bytes spill loads").unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let stack = ptxas_number(log, &src.entry, "bytes stack frame").unwrap_or(0);
+    assert_eq!((spill_st, spill_ld), (0, 0), "{} spills:\n{log}", src.entry);
+    assert_eq!(stack, 0, "{} uses a stack frame:\n{log}", src.entry);
+    // The launch allocation must cover what setmaxnreg hands out, and fit one block per SM.
+    let threads = c.threads() as u64;
+    let budget = 128 * (40 + c.consumers as u64 * c.consumer_regs() as u64);
+    assert!(regs * threads >= budget, "{}: {regs} regs x {threads} threads < setmaxnreg budget {budget}", src.entry);
+    assert!(regs * threads <= 65536, "{}: {regs} regs x {threads} threads exceed the SM", src.entry);
+    assert!(!log.contains("wgmma.mma_async instructions are serialized"), "{} serializes wgmma:\n{log}", src.entry);
+    eprintln!("{}: {regs} regs, smem {} B, log:\n{log}", src.entry, c.smem_bytes());
+}
+
+fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8 }
+}
+
+#[test]
+fn default_config_compiles_without_spills() {
+    if !toolchain_or_skip("default_config_compiles_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
+    compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
+}
+
+#[test]
+fn tile_shapes_layouts_and_clusters_compile() {
+    if !toolchain_or_skip("tile_shapes_layouts_and_clusters_compile") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let cases = [
+        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 256, 2, 256, 4, 1)),
+        (DType::F16, Layout::Row, Layout::Col, cfg(128, 128, 1, 128, 6, 1)),
+        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 128, 2, 64, 5, 2)),
+        (DType::Bf16, Layout::Col, Layout::Col, cfg(64, 256, 1, 128, 4, 1)),
+        (DType::F16, Layout::Col, Layout::Row, cfg(256, 128, 2, 128, 4, 2)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(64, 64, 1, 64, 6, 1)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 192, 2, 192, 4, 1)),
+        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 256, 2, 128, 4, 2)),
+    ];
+    for (dtype, la, lb, c) in cases {
+        let p = GemmProblem::new(1000, 1000, 1000, dtype, la, lb);
+        let p = GemmProblem { lda: p.lda.next_multiple_of(8), ldb: p.ldb.next_multiple_of(8), ..p };
+        compile_and_check(&t, &p, &c);
+    }
+}
+
+#[test]
+fn fused_epilogues_compile() {
+    if !toolchain_or_skip("fused_epilogues_compile") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let acts = [Activation::Relu, Activation::GeluTanh, Activation::GeluErf, Activation::Silu];
+    for (i, act) in acts.into_iter().enumerate() {
+        let mut p = GemmProblem::nn(512, 512, 512, if i % 2 == 0 { DType::Bf16 } else { DType::F16 });
+        p.epilogue.beta = 0.5;
+        p.epilogue.bias = true;
+        p.epilogue.activation = act;
+        p.epilogue.residual = i % 2 == 0;
+        p.epilogue.out_dtype = if i == 3 { DType::F32 } else { p.dtype };
+        compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
+    }
+}
+
+#[test]
+fn dump_source_when_asked() {
+    // RTX_DUMP_WGMMA=1 prints one generated kernel (for review); always checks it is non-empty.
+    let t = WgmmaGemm::default();
+    let p = GemmProblem::nn(1000, 1000, 1000, DType::Bf16);
+    let p = GemmProblem { ldb: 1000, ..p };
+    let c = cfg(128, 256, 2, 128, 4, 2);
+    let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+    assert!(src.code.contains(&src.entry));
+    if std::env::var_os("RTX_DUMP_WGMMA").is_some() {
+        eprintln!("{}", src.code);
+    }
+}
+
+#[test]
+fn ptx_contains_the_hopper_instructions() {
+    if !toolchain_or_skip("ptx_contains_the_hopper_instructions") {
+        return;
+    }
+    let tc = Toolchain::get().unwrap();
+    let t = WgmmaGemm::default();
+    for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2))] {
+        let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, lb);
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        let opts = cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_90a"),
+            include_paths: vec![tc.include_dir.display().to_string()],
+            options: vec!["--std=c++17".into(), "-default-device".into()],
+            ..Default::default()
+        };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
+        let count = |s: &str| ptx.matches(s).count();
+        let per_kblock = 4 * c.m_iters() * c.n_iters();
+        assert_eq!(
+            count(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", c.wgmma_n)) as u32,
+            per_kblock,
+            "unrolled k16 x m x n"
+        );
+        assert!(count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
+        assert!(count("setmaxnreg.dec.sync.aligned.u32 40") == 1 && count("setmaxnreg.inc.sync.aligned.u32") == 1);
+        assert!(count("wgmma.fence.sync.aligned") >= 1 && count("wgmma.commit_group.sync.aligned") >= 1);
+        assert!(count("wgmma.wait_group.sync.aligned 1") >= 1 && count("wgmma.wait_group.sync.aligned 0") >= 1);
+        assert!(count("mbarrier.try_wait.parity") >= 2);
+        assert!(ptx.contains(".maxntid 384, 1, 1"), "launch bounds reach the PTX");
+        if c.cluster_m == 2 {
+            assert!(count(".multicast::cluster") >= 1);
+            assert!(ptx.contains(".reqnctapercluster 2, 1, 1"), "cluster dims reach the PTX");
+        }
+    }
+}
+
+#[test]
+fn sampled_space_compiles() {
+    if !toolchain_or_skip("sampled_space_compiles") {
+        return;
+    }
+    // A deterministic spread over the valid space (persistence and raster order do not change
+    // the code shape much, the tile/stage/cluster fields do), alternating NN and NT.
+    let t = WgmmaGemm::default();
+    let nn = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
+    let valid: Vec<WgmmaConfig> = t.valid_space(&nn, Arch::Sm90a).into_iter().filter(|c| c.persistent && c.raster_group == 8).collect();
+    let step = (valid.len() / 24).max(1);
+    for (i, c) in valid.iter().step_by(step).enumerate() {
+        let lb = if i % 2 == 0 { Layout::Row } else { Layout::Col };
+        let p = GemmProblem::new(4096, 4096, 4096, if i % 3 == 0 { DType::F16 } else { DType::Bf16 }, Layout::Row, lb);
+        compile_and_check(&t, &p, c);
+    }
+}

@@ -1,0 +1,509 @@
+//! GPU correctness of the wgmma GEMM template (skips without an sm_90 device or NVRTC).
+//!
+//! Every case compiles one kernel, fills A/B (and C/bias/residual when the epilogue reads them)
+//! with fresh random values, poisons C otherwise (0xFF bytes = NaN), runs the kernel with a hang
+//! watchdog and compares against the f64 reference: the full output for small problems, a
+//! random sample of 2048 elements (plus a NaN scan of every element) for large ones. Padding
+//! columns of C (ldc > n) must stay untouched.
+//!
+//! `RTX_WGMMA_CASE=<substring>` restricts the correctness run to matching case names.
+//! `RTX_WGMMA_BENCH=1` additionally times a few configs against cuBLAS (printed, not asserted).
+
+use half::{bf16, f16};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, Stream};
+use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::templates::gemm::reference::{activate, gemm_f64, rel_error, GemmRefInputs};
+use rtx_synthesis::templates::gemm::wgmma::{WgmmaBuffers, WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
+use rtx_synthesis::templates::Template;
+use rtx_synthesis::{Arch, DType};
+use std::time::{Duration, Instant};
+
+fn device_or_skip(test: &str) -> Option<Device> {
+    if Device::count() == 0 {
+        eprintln!("SKIP {test}: no CUDA device");
+        return None;
+    }
+    if let Err(e) = Toolchain::get() {
+        eprintln!("SKIP {test}: {e}");
+        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+        return None;
+    }
+    let dev = Device::open(0).expect("a device is present but cannot be opened");
+    if dev.info().compute_capability != (9, 0) {
+        eprintln!(
+            "SKIP {test}: device 0 ({}) is sm_{}{}, the wgmma template needs sm_90a",
+            dev.info().name,
+            dev.info().compute_capability.0,
+            dev.info().compute_capability.1
+        );
+        return None;
+    }
+    Some(dev)
+}
+
+/// Host copy of an operand: raw bits for upload and the f64 values the GPU sees.
+struct HostData {
+    bits16: Vec<u16>,
+    bits32: Vec<f32>,
+    vals: Vec<f64>,
+}
+
+fn random_data(rng: &mut SmallRng, n: usize, dtype: DType, scale: f32) -> HostData {
+    let mut h = HostData { bits16: Vec::new(), bits32: Vec::new(), vals: Vec::with_capacity(n) };
+    for _ in 0..n {
+        let x: f32 = rng.random_range(-1.0f32..1.0) * scale;
+        match dtype {
+            DType::Bf16 => {
+                let v = bf16::from_f32(x);
+                h.bits16.push(v.to_bits());
+                h.vals.push(v.to_f64());
+            }
+            DType::F16 => {
+                let v = f16::from_f32(x);
+                h.bits16.push(v.to_bits());
+                h.vals.push(v.to_f64());
+            }
+            DType::F32 | DType::Tf32 => {
+                h.bits32.push(x);
+                h.vals.push(x as f64);
+            }
+        }
+    }
+    h
+}
+
+fn upload(dev: &Device, s: &Stream, h: &HostData) -> DeviceBuffer {
+    let bytes = if h.bits16.is_empty() { h.bits32.len() * 4 } else { h.bits16.len() * 2 };
+    let mut b = dev.alloc(bytes.max(16), s).unwrap();
+    if h.bits16.is_empty() {
+        b.upload(&h.bits32, s).unwrap();
+    } else {
+        b.upload(&h.bits16, s).unwrap();
+    }
+    b
+}
+
+fn download(buf: &DeviceBuffer, s: &Stream, dtype: DType, n: usize) -> Vec<f64> {
+    match dtype {
+        DType::Bf16 => buf.download::<u16>(s).unwrap()[..n].iter().map(|&b| bf16::from_bits(b).to_f64()).collect(),
+        DType::F16 => buf.download::<u16>(s).unwrap()[..n].iter().map(|&b| f16::from_bits(b).to_f64()).collect(),
+        DType::F32 | DType::Tf32 => buf.download::<f32>(s).unwrap()[..n].iter().map(|&x| x as f64).collect(),
+    }
+}
+
+/// Waits for `stream` with a deadline, so a deadlocked kernel fails the test instead of hanging it.
+fn wait_or_hang(dev: &Device, stream: &Stream, what: &str, limit: Duration) -> Result<(), String> {
+    let ev = Event::new(dev).map_err(|e| e.to_string())?;
+    ev.record(stream).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    loop {
+        match ev.query() {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => return Err(format!("{what}: {e}")),
+        }
+        if start.elapsed() > limit {
+            // The context cannot be recovered from a hung kernel; end the process loudly.
+            eprintln!("FATAL {what}: kernel still running after {limit:?} (mbarrier deadlock?)");
+            std::process::exit(3);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn compile_load(dev: &Device, t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) -> (Function, String) {
+    let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+    let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+    let module = dev.load_module(&out.cubin).unwrap_or_else(|e| panic!("{}: {e}", src.entry));
+    (module.function(&src.entry).unwrap(), src.entry)
+}
+
+/// f64 reference of output element (batch, i, j) (same formula as `reference::gemm_f64`).
+fn ref_element(
+    p: &GemmProblem,
+    a: &[f64],
+    b: &[f64],
+    c: Option<&[f64]>,
+    bias: Option<&[f64]>,
+    res: Option<&[f64]>,
+    bt: usize,
+    i: usize,
+    j: usize,
+) -> f64 {
+    let a0 = bt * p.stride_a as usize;
+    let b0 = bt * p.stride_b as usize;
+    let ci = bt * p.stride_c as usize + i * p.ldc as usize + j;
+    let mut acc = 0.0;
+    for l in 0..p.k as usize {
+        let av = match p.layout_a {
+            Layout::Row => a[a0 + i * p.lda as usize + l],
+            Layout::Col => a[a0 + l * p.lda as usize + i],
+        };
+        let bv = match p.layout_b {
+            Layout::Row => b[b0 + l * p.ldb as usize + j],
+            Layout::Col => b[b0 + j * p.ldb as usize + l],
+        };
+        acc += av * bv;
+    }
+    let e = &p.epilogue;
+    let mut v = e.alpha as f64 * acc;
+    if e.beta != 0.0 {
+        v += e.beta as f64 * c.map_or(0.0, |c| c[ci]);
+    }
+    if e.bias {
+        v += bias.map_or(0.0, |b| b[j]);
+    }
+    v = activate(e.activation, v);
+    if e.residual {
+        v += res.map_or(0.0, |r| r[ci]);
+    }
+    v
+}
+
+struct Case {
+    name: &'static str,
+    p: GemmProblem,
+    c: WgmmaConfig,
+    /// Compare a random sample of this many outputs instead of all.
+    sample: Option<usize>,
+}
+
+fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group }
+}
+
+fn problem(m: u32, n: u32, k: u32, dtype: DType, la: Layout, lb: Layout) -> GemmProblem {
+    GemmProblem::new(m, n, k, dtype, la, lb)
+}
+
+fn cases() -> Vec<Case> {
+    use Layout::{Col, Row};
+    let t = WgmmaGemm::default();
+    let def = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
+    let small = cfg(128, 128, 1, 128, 4, 1, false, 1);
+    let mut v = vec![
+        Case { name: "nt_128x128x64_one_consumer", p: problem(128, 128, 64, DType::Bf16, Row, Col), c: small.clone(), sample: None },
+        Case { name: "nn_128x128x64_one_consumer", p: problem(128, 128, 64, DType::Bf16, Row, Row), c: small.clone(), sample: None },
+        Case { name: "nt_256x256x256_default", p: problem(256, 256, 256, DType::Bf16, Row, Col), c: def.clone(), sample: None },
+        Case { name: "nn_256x256x256_default_f16", p: problem(256, 256, 256, DType::F16, Row, Row), c: def.clone(), sample: None },
+        Case { name: "nt_1x1x8", p: problem(1, 1, 8, DType::Bf16, Row, Col), c: cfg(64, 64, 1, 64, 2, 1, false, 1), sample: None },
+        Case {
+            name: "nn_1x1x8_ldb8",
+            p: GemmProblem { ldb: 8, ..problem(1, 1, 8, DType::F16, Row, Row) },
+            c: cfg(64, 64, 1, 64, 2, 1, false, 1),
+            sample: None,
+        },
+        Case {
+            name: "nt_64x8192x64_64x128",
+            p: problem(64, 8192, 64, DType::Bf16, Row, Col),
+            c: cfg(64, 128, 1, 128, 6, 1, true, 8),
+            sample: None,
+        },
+        Case { name: "nt_256x384x1000_k_tail", p: problem(256, 384, 1000, DType::Bf16, Row, Col), c: def.clone(), sample: None },
+        Case { name: "tn_192x200x136_col_a", p: problem(192, 200, 136, DType::Bf16, Col, Row), c: def.clone(), sample: None },
+        Case {
+            name: "tt_192x200x136_col_a_col_b",
+            p: problem(192, 200, 136, DType::F16, Col, Col),
+            c: cfg(128, 128, 2, 64, 4, 1, false, 1),
+            sample: None,
+        },
+        Case {
+            name: "nt_512x256x128_256x128_two_m_blocks",
+            p: problem(512, 256, 128, DType::Bf16, Row, Col),
+            c: cfg(256, 128, 2, 128, 4, 1, true, 8),
+            sample: None,
+        },
+        Case {
+            name: "nn_256x384x128_bn192",
+            p: problem(256, 384, 128, DType::Bf16, Row, Row),
+            c: cfg(128, 192, 2, 192, 4, 1, false, 1),
+            sample: None,
+        },
+        Case {
+            name: "nt_384x256x320_wgmma_n64_6_stages",
+            p: problem(384, 256, 320, DType::F16, Row, Col),
+            c: cfg(128, 128, 2, 64, 6, 1, true, 1),
+            sample: None,
+        },
+        Case {
+            name: "nn_300x520x200_cluster2_odd_tiles",
+            p: problem(300, 520, 200, DType::Bf16, Row, Row),
+            c: cfg(128, 256, 2, 128, 4, 2, true, 8),
+            sample: None,
+        },
+        Case {
+            name: "nt_300x520x200_cluster2_odd_tiles",
+            p: problem(300, 520, 200, DType::Bf16, Row, Col),
+            c: cfg(128, 128, 2, 128, 5, 2, false, 1),
+            sample: None,
+        },
+    ];
+    // Fused epilogues (ldc padded: padding must stay untouched).
+    let mut e1 = problem(200, 136, 1000, DType::F16, Row, Row);
+    e1.ldc = 144;
+    e1.stride_c = 200 * 144;
+    e1.epilogue.alpha = 0.75;
+    e1.epilogue.beta = 0.5;
+    e1.epilogue.bias = true;
+    e1.epilogue.activation = Activation::GeluTanh;
+    e1.epilogue.residual = true;
+    v.push(Case { name: "nn_200x136x1000_beta_bias_gelutanh_residual", p: e1, c: def.clone(), sample: None });
+    let mut e2 = problem(200, 136, 1000, DType::Bf16, Row, Col);
+    e2.epilogue.bias = true;
+    e2.epilogue.activation = Activation::Relu;
+    e2.epilogue.out_dtype = DType::F32;
+    v.push(Case { name: "nt_200x136x1000_bias_relu_f32_out", p: e2, c: def.clone(), sample: None });
+    let mut e3 = problem(130, 72, 256, DType::Bf16, Row, Col);
+    e3.ldc = 75; // odd ldc: scalar store path
+    e3.stride_c = 130 * 75;
+    e3.epilogue.activation = Activation::Silu;
+    e3.epilogue.residual = true;
+    v.push(Case { name: "nt_130x72x256_silu_residual_odd_ldc", p: e3, c: small.clone(), sample: None });
+    let mut e4 = problem(130, 72, 256, DType::F16, Row, Row);
+    e4.epilogue.activation = Activation::GeluErf;
+    e4.epilogue.beta = -1.0;
+    v.push(Case { name: "nn_130x72x256_geluerf_beta", p: e4, c: small.clone(), sample: None });
+    // Batched: packed strides, and a broadcast A.
+    v.push(Case { name: "nt_batch3_130x260x72", p: problem(130, 260, 72, DType::Bf16, Row, Col).batched(3), c: def.clone(), sample: None });
+    let mut b2 = problem(130, 264, 72, DType::F16, Row, Row).batched(2);
+    b2.stride_a = 0;
+    v.push(Case { name: "nn_batch2_broadcast_a", p: b2, c: cfg(128, 256, 2, 128, 4, 2, false, 1), sample: None });
+    // Large shapes, sampled.
+    v.push(Case {
+        name: "nt_4000x4000x4096_sampled",
+        p: problem(4000, 4000, 4096, DType::Bf16, Row, Col),
+        c: def.clone(),
+        sample: Some(2048),
+    });
+    v.push(Case {
+        name: "nn_256x8192x8192_sampled",
+        p: problem(256, 8192, 8192, DType::Bf16, Row, Row),
+        c: cfg(128, 128, 2, 128, 6, 1, true, 8),
+        sample: Some(2048),
+    });
+    v.push(Case {
+        name: "nn_4096x4096x4096_cluster2_sampled",
+        p: problem(4096, 4096, 4096, DType::Bf16, Row, Row),
+        c: cfg(128, 256, 2, 256, 4, 2, true, 8),
+        sample: Some(2048),
+    });
+    v
+}
+
+/// Runs one case; returns (relative error, worst absolute error) or a failure description.
+fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64) -> Result<(f64, f64), String> {
+    let p = &case.p;
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (ea, eb, ec) = p.buffer_elems();
+    let out = p.epilogue.out_dtype;
+    let a = random_data(&mut rng, ea as usize, p.dtype, 1.0);
+    let b = random_data(&mut rng, eb as usize, p.dtype, 1.0);
+    let c_init = if p.epilogue.beta != 0.0 { Some(random_data(&mut rng, ec as usize, out, 1.0)) } else { None };
+    let bias = if p.epilogue.bias { Some(random_data(&mut rng, p.n as usize, out, 1.0)) } else { None };
+    let res = if p.epilogue.residual { Some(random_data(&mut rng, ec as usize, out, 1.0)) } else { None };
+    let da = upload(dev, stream, &a);
+    let db = upload(dev, stream, &b);
+    let mut dc = match &c_init {
+        Some(h) => upload(dev, stream, h),
+        None => {
+            let mut buf = dev.alloc((ec as usize * out.size_bytes()).max(16), stream).unwrap();
+            buf.fill_u8(0xFF, stream).unwrap();
+            buf
+        }
+    };
+    let dbias = bias.as_ref().map(|h| upload(dev, stream, h));
+    let dres = res.as_ref().map(|h| upload(dev, stream, h));
+    let (f, entry) = compile_load(dev, t, p, &case.c);
+    let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: dbias.as_ref(), residual: dres.as_ref() };
+    t.enqueue(&f, p, &case.c, &mut bufs, stream).map_err(|e| format!("{entry}: launch: {e}"))?;
+    wait_or_hang(dev, stream, &entry, Duration::from_secs(20))?;
+    let got = download(&dc, stream, out, ec as usize);
+    let cv = c_init.as_ref().map(|h| h.vals.as_slice());
+    let bv = bias.as_ref().map(|h| h.vals.as_slice());
+    let rv = res.as_ref().map(|h| h.vals.as_slice());
+    // Every element of the M x N region was written, and no padding column was.
+    for bt in 0..p.batch as usize {
+        for i in 0..p.m as usize {
+            for j in 0..p.ldc as usize {
+                let ci = bt * p.stride_c as usize + i * p.ldc as usize + j;
+                if ci >= got.len() {
+                    continue;
+                }
+                let written = !got[ci].is_nan();
+                let pad_ok = match cv {
+                    Some(c) => got[ci] == c[ci] || (got[ci].is_nan() && c[ci].is_nan()),
+                    None => got[ci].is_nan(),
+                };
+                if j < p.n as usize && !written {
+                    return Err(format!("{entry}: C[{bt}][{i}][{j}] not written (NaN)"));
+                }
+                if j >= p.n as usize && !pad_ok {
+                    return Err(format!("{entry}: padding C[{bt}][{i}][{j}] overwritten with {}", got[ci]));
+                }
+            }
+        }
+    }
+    let (want, got_cmp) = match case.sample {
+        None => {
+            let full = gemm_f64(p, &GemmRefInputs { a: &a.vals, b: &b.vals, c: cv, bias: bv, residual: rv });
+            let mut w = Vec::new();
+            let mut g = Vec::new();
+            for bt in 0..p.batch as usize {
+                for i in 0..p.m as usize {
+                    for j in 0..p.n as usize {
+                        let ci = bt * p.stride_c as usize + i * p.ldc as usize + j;
+                        w.push(full[ci]);
+                        g.push(got[ci]);
+                    }
+                }
+            }
+            (w, g)
+        }
+        Some(s) => {
+            let mut w = Vec::new();
+            let mut g = Vec::new();
+            // Always include the four corners, then random elements.
+            let corners = [(0, 0), (0, p.n as usize - 1), (p.m as usize - 1, 0), (p.m as usize - 1, p.n as usize - 1)];
+            for idx in 0..s {
+                let bt = rng.random_range(0..p.batch as usize);
+                let (i, j) = if idx < 4 { corners[idx] } else { (rng.random_range(0..p.m as usize), rng.random_range(0..p.n as usize)) };
+                w.push(ref_element(p, &a.vals, &b.vals, cv, bv, rv, bt, i, j));
+                g.push(got[bt * p.stride_c as usize + i * p.ldc as usize + j]);
+            }
+            (w, g)
+        }
+    };
+    let err = rel_error(&got_cmp, &want);
+    let worst = got_cmp.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+    let tol = p.dtype.rel_tolerance();
+    if !(err < tol) {
+        let first_bad = got_cmp.iter().zip(&want).position(|(g, w)| (g - w).abs() > 0.05 * (1.0 + w.abs()));
+        return Err(format!("{entry}: rel error {err:.3e} >= {tol:.0e} (worst abs {worst:.3e}, first bad compared index {first_bad:?})"));
+    }
+    Ok((err, worst))
+}
+
+#[test]
+fn gpu_cases_are_valid_problems() {
+    // Runs without a device: every GPU case must pass check(), so the GPU run tests kernels, not the case list.
+    let t = WgmmaGemm::default();
+    for case in cases() {
+        t.check(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let (_, _, ec) = case.p.buffer_elems();
+        assert!(ec >= case.p.m as u64 * case.p.ldc as u64, "{}", case.name);
+    }
+}
+
+#[test]
+fn wgmma_gemm_matches_the_f64_reference() {
+    let Some(dev) = device_or_skip("wgmma_gemm_matches_the_f64_reference") else { return };
+    let stream = dev.new_stream().unwrap();
+    let t = WgmmaGemm::new(dev.info().sm_count);
+    let mut failures = Vec::new();
+    // RTX_WGMMA_CASE=<substring> runs only the matching cases (e.g. "cluster").
+    let filter = std::env::var("RTX_WGMMA_CASE").unwrap_or_default();
+    for (i, case) in cases().iter().enumerate() {
+        if !case.name.contains(filter.as_str()) {
+            continue;
+        }
+        let started = Instant::now();
+        match run_case(&dev, &stream, &t, case, 0x5eed + i as u64) {
+            Ok((err, worst)) => eprintln!("PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})", case.name, started.elapsed()),
+            Err(msg) => {
+                eprintln!("FAIL {:<48} {msg}", case.name);
+                failures.push(format!("{}: {msg}", case.name));
+                // A faulted kernel poisons the context: later cases would only repeat the error.
+                if dev.synchronize().is_err() {
+                    eprintln!("context is unusable after {}; stopping", case.name);
+                    break;
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Mean time of `iters` runs of `f` on `stream`, in ms.
+fn time_ms(dev: &Device, stream: &Stream, iters: u32, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    wait_or_hang(dev, stream, "warmup", Duration::from_secs(30)).unwrap();
+    let (e0, e1) = (Event::new(dev).unwrap(), Event::new(dev).unwrap());
+    e0.record(stream).unwrap();
+    for _ in 0..iters {
+        f();
+    }
+    e1.record(stream).unwrap();
+    wait_or_hang(dev, stream, "timing", Duration::from_secs(60)).unwrap();
+    e0.elapsed_ms(&e1).unwrap() as f64 / iters as f64
+}
+
+#[test]
+fn bench_against_cublas() {
+    if std::env::var_os("RTX_WGMMA_BENCH").is_none() {
+        eprintln!("SKIP bench_against_cublas: set RTX_WGMMA_BENCH=1 to time the wgmma kernels against cuBLAS");
+        return;
+    }
+    let Some(dev) = device_or_skip("bench_against_cublas") else { return };
+    let stream = dev.new_stream().unwrap();
+    let t = WgmmaGemm::new(dev.info().sm_count);
+    let blas = Blas::new(&dev, &stream).ok();
+    let shapes: [(u32, u32, u32, Layout); 9] = [
+        (4096, 4096, 4096, Layout::Col),
+        (4096, 4096, 4096, Layout::Row),
+        (8192, 8192, 8192, Layout::Col),
+        (512, 512, 512, Layout::Col),
+        (1024, 1024, 1024, Layout::Col),
+        (4000, 4000, 4096, Layout::Col),
+        (64, 8192, 8192, Layout::Col),
+        (256, 8192, 8192, Layout::Row),
+        (4096, 4096, 1000, Layout::Col),
+    ];
+    let configs = [
+        cfg(128, 256, 2, 256, 4, 1, true, 8),
+        cfg(128, 256, 2, 256, 4, 2, true, 8),
+        cfg(128, 128, 2, 128, 6, 1, true, 8),
+        cfg(128, 128, 1, 128, 6, 1, true, 8),
+        cfg(64, 128, 1, 128, 6, 1, true, 8),
+    ];
+    let mut rng = SmallRng::seed_from_u64(7);
+    for (m, n, k, lb) in shapes {
+        let p = problem(m, n, k, DType::Bf16, Layout::Row, lb);
+        let (ea, eb, ec) = p.buffer_elems();
+        let da = upload(&dev, &stream, &random_data(&mut rng, ea as usize, DType::Bf16, 1.0));
+        let db = upload(&dev, &stream, &random_data(&mut rng, eb as usize, DType::Bf16, 1.0));
+        let mut dc = dev.alloc(ec as usize * 2, &stream).unwrap();
+        let dref = dev.alloc(ec as usize * 2, &stream).unwrap();
+        let flops = p.flops();
+        let mut line = format!("bf16 {m}x{n}x{k} {}:", if lb == Layout::Col { "NT" } else { "NN" });
+        if let Some(bl) = &blas {
+            let mut g = BlasGemm::new(BlasDtype::Bf16, m as usize, n as usize, k as usize, da.ptr(), db.ptr(), dref.ptr());
+            g.transb = lb == Layout::Col;
+            g.ldb = p.ldb as usize;
+            let ms = time_ms(&dev, &stream, 20, || bl.gemm(&g).unwrap());
+            line.push_str(&format!(" cuBLAS {:.0} TF/s |", flops / ms / 1e9));
+        }
+        for c in &configs {
+            if t.check(&p, c, Arch::Sm90a).is_err() {
+                continue;
+            }
+            let (f, _) = compile_load(&dev, &t, &p, c);
+            let ms = time_ms(&dev, &stream, 20, || {
+                let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: None, residual: None };
+                t.enqueue(&f, &p, c, &mut bufs, &stream).unwrap();
+            });
+            let mut agree = String::new();
+            if blas.is_some() {
+                let ours = download(&dc, &stream, DType::Bf16, ec as usize);
+                let theirs = download(&dref, &stream, DType::Bf16, ec as usize);
+                agree = format!(" (vs cuBLAS rel {:.1e})", rel_error(&ours, &theirs));
+            }
+            line.push_str(&format!(" {} {:.0} TF/s{agree} |", c.tag(), flops / ms / 1e9));
+        }
+        eprintln!("{line}");
+    }
+}
