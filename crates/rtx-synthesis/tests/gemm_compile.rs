@@ -2,45 +2,10 @@
 //! for the default configs, at most 255 registers; compile times and resources are printed.
 
 use rayon::prelude::*;
-use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::aot::{self, ResourceUsage, Toolchain};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
 use rtx_synthesis::templates::{KernelSource, Template};
 use rtx_synthesis::{Arch, DType};
-
-/// Resource use ptxas reported for one entry.
-#[derive(Debug, Clone, Copy, Default)]
-struct Resources {
-    registers: u32,
-    spill_stores: u32,
-    spill_loads: u32,
-    stack: u32,
-}
-
-fn number_before(s: &str, unit: &str) -> Option<u32> {
-    let i = s.find(unit)?;
-    s[..i].split_whitespace().last()?.parse().ok()
-}
-
-/// Parses the `ptxas -v` lines of `entry` from an NVRTC log.
-fn resources(log: &str, entry: &str) -> Option<Resources> {
-    let start = log.find(&format!("Function properties for {entry}"))?;
-    let rest = &log[start..];
-    let mut r = Resources::default();
-    let mut seen_regs = false;
-    for line in rest.lines().skip(1).take(4) {
-        if line.contains("spill stores") {
-            r.stack = number_before(line, "bytes stack frame")?;
-            r.spill_stores = number_before(line, "bytes spill stores")?;
-            r.spill_loads = number_before(line, "bytes spill loads")?;
-        }
-        if let Some(i) = line.find("Used ") {
-            r.registers = line[i + 5..].split_whitespace().next()?.parse().ok()?;
-            seen_regs = true;
-            break;
-        }
-    }
-    seen_regs.then_some(r)
-}
 
 fn nvrtc_or_skip(test: &str) -> bool {
     match Toolchain::get() {
@@ -53,31 +18,26 @@ fn nvrtc_or_skip(test: &str) -> bool {
     }
 }
 
-/// Compiles `src` for `arch`, prints a resource line, asserts <= 255 registers and returns them.
-fn compile_and_report(src: &KernelSource, arch: Arch) -> Resources {
+/// Compiles `src` for `arch`, prints a resource line, asserts <= 255 registers and returns the usage.
+fn compile_and_report(src: &KernelSource, arch: Arch) -> ResourceUsage {
     let c = aot::compile(src, arch).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(&c.cubin[..4], b"\x7fELF");
-    let r = resources(&c.log, &src.entry)
-        .unwrap_or_else(|| panic!("no ptxas resource lines for {} in:\n{}", src.entry, c.log));
+    let r = c
+        .resources_for(&src.entry)
+        .unwrap_or_else(|| panic!("no ptxas resource lines for {} in:\n{}", src.entry, c.log))
+        .clone();
     eprintln!(
         "{arch:7} {:>6.2}s regs={:3} spill_st={} spill_ld={} stack={} {}",
         c.compile_time.as_secs_f64(),
         r.registers,
-        r.spill_stores,
-        r.spill_loads,
-        r.stack,
+        r.spill_store_bytes,
+        r.spill_load_bytes,
+        r.stack_frame_bytes,
         src.entry
     );
+    assert!(r.is_entry && r.registers > 0, "{}: not reported as an entry", src.entry);
     assert!(r.registers <= 255, "{}: {} registers", src.entry, r.registers);
     r
-}
-
-#[test]
-fn ptxas_log_parser_reads_resources() {
-    let log = "ptxas info    : Compiling entry function 'k' for 'sm_90a'\nptxas info    : Function properties for k\n    8 bytes stack frame, 12 bytes spill stores, 16 bytes spill loads\nptxas info    : Used 168 registers, used 1 barriers, 400 bytes cmem[0]\n";
-    let r = resources(log, "k").unwrap();
-    assert_eq!((r.registers, r.spill_stores, r.spill_loads, r.stack), (168, 12, 16, 8));
-    assert!(resources(log, "other").is_none());
 }
 
 #[test]
@@ -117,7 +77,7 @@ fn simt_representative_configs_compile() {
         let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
         let r = compile_and_report(&src, arch);
         if cfg.is_none() {
-            assert_eq!(r.spill_stores, 0, "default config spills: {}", src.entry);
+            assert_eq!(r.spill_store_bytes, 0, "default config spills: {}", src.entry);
         }
     });
 }
@@ -177,7 +137,7 @@ fn mma_representative_configs_compile() {
         let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
         let res = compile_and_report(&src, arch);
         if cfg.is_none() {
-            assert_eq!(res.spill_stores, 0, "default config spills: {}", src.entry);
+            assert_eq!(res.spill_store_bytes, 0, "default config spills: {}", src.entry);
         }
     });
 }
