@@ -22,6 +22,13 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
     for line in json.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if v["reason"] == "compiler-message" {
+            // JSON mode puts the compiler's diagnostics on stdout: show them.
+            if let Some(text) = v["message"]["rendered"].as_str() {
+                eprint!("{text}");
+            }
+            continue;
+        }
         if v["reason"] != "compiler-artifact" {
             continue;
         }
@@ -41,10 +48,11 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
 fn build(args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
     eprintln!("xtask: cargo {}", args.join(" "));
     let o = cargo().args(args).args(["--message-format=json"]).stderr(Stdio::inherit()).output().context("running cargo")?;
+    let found = executables(&String::from_utf8_lossy(&o.stdout), tests);
     if !o.status.success() {
         bail!("cargo {} failed", args.join(" "));
     }
-    Ok(executables(&String::from_utf8_lossy(&o.stdout), tests))
+    Ok(found)
 }
 
 fn copy_exe(src: &Path, dst: &Path) -> Result<()> {

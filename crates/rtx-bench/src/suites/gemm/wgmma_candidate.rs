@@ -35,6 +35,7 @@ impl PreparedGemm for PreparedWgmma {
             c: &mut *ops.c,
             bias: None,
             residual: None,
+            workspace: None,
         };
         self.template
             .enqueue(
