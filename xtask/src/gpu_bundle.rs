@@ -22,6 +22,13 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
     let mut out = Vec::new();
     for line in json.lines() {
         let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        if v["reason"] == "compiler-message" {
+            // JSON mode puts the compiler's diagnostics on stdout: show them.
+            if let Some(text) = v["message"]["rendered"].as_str() {
+                eprint!("{text}");
+            }
+            continue;
+        }
         if v["reason"] != "compiler-artifact" {
             continue;
         }
@@ -41,10 +48,11 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
 fn build(args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
     eprintln!("xtask: cargo {}", args.join(" "));
     let o = cargo().args(args).args(["--message-format=json"]).stderr(Stdio::inherit()).output().context("running cargo")?;
+    let found = executables(&String::from_utf8_lossy(&o.stdout), tests);
     if !o.status.success() {
         bail!("cargo {} failed", args.join(" "));
     }
-    Ok(executables(&String::from_utf8_lossy(&o.stdout), tests))
+    Ok(found)
 }
 
 fn copy_exe(src: &Path, dst: &Path) -> Result<()> {
@@ -64,8 +72,12 @@ pub fn run(out: &Path) -> Result<()> {
     for (label, exe) in &tests {
         copy_exe(exe, &out.join("tests").join(label))?;
     }
-    let bench = bins.iter().find(|(n, _)| n == "rtx_bench").context("cargo built no rtx-bench binary")?;
-    copy_exe(&bench.1, &out.join("rtx-bench"))?;
+    if !bins.iter().any(|(n, _)| n == "rtx_bench") {
+        bail!("cargo built no rtx-bench binary");
+    }
+    for (name, exe) in &bins {
+        copy_exe(exe, &out.join(name.replace('_', "-")))?;
+    }
     let anchors = crate::root().join("../shared/anchors/torch_anchors.py");
     if anchors.is_file() {
         std::fs::copy(&anchors, out.join("torch_anchors.py"))?;
@@ -79,7 +91,7 @@ pub fn run(out: &Path) -> Result<()> {
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755))?;
     }
     let total: u64 = walk_size(&out);
-    eprintln!("xtask: bundle at {} ({} test binaries + rtx-bench, {:.1} MiB); run it with `{}/run.sh`", out.display(), tests.len(), total as f64 / 1048576.0, out.display());
+    eprintln!("xtask: bundle at {} ({} test binaries + {} binaries, {:.1} MiB); run it with `{}/run.sh`", out.display(), tests.len(), bins.len(), total as f64 / 1048576.0, out.display());
     Ok(())
 }
 

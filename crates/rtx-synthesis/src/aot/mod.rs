@@ -1,7 +1,27 @@
-//! Ahead-of-time compilation: NVRTC straight to cubin, resource reports, and the on-disk cache.
+//! Ahead-of-time compilation: NVRTC straight to cubin, resource reports, parallel compiles,
+//! the content-addressed on-disk cache and deployment bundles.
+//!
+//! - [`nvrtc`]: one NVRTC compile ([`compile`]), counted by [`nvrtc_calls`].
+//! - [`resources`]: ptxas `-v` lines parsed into [`ResourceUsage`] per function.
+//! - [`parallel`]: [`compile_many`] on a bounded, dedicated rayon pool.
+//! - [`cache`]: [`KernelCache`], content-addressed, atomic, corruption-checked.
+//! - [`bundle`]: [`Bundle`], a folder of cubins + `manifest.json` for NVRTC-free deployment.
+//! - [`fsio`]: atomic writes and the versioned, checksummed frame shared with the profile store.
 
+pub mod bundle;
+pub mod cache;
+pub mod fsio;
 pub mod nvrtc;
+pub mod parallel;
+pub mod resources;
 pub mod toolchain;
 
-pub use nvrtc::{compile, nvrtc_calls, CompileError, Compiled};
+pub use bundle::{Bundle, BundleEntry, BundleError, BundleManifest, KernelBinary};
+pub use cache::{
+    cache_key, CacheCounters, CacheEntry, CacheError, CacheStats, CachedKernel, EntryError,
+    EntryInfo, KernelCache,
+};
+pub use nvrtc::{compile, nvrtc_calls, options_for, CompileError, Compiled};
+pub use parallel::{compile_many, compile_many_refs, default_jobs};
+pub use resources::{parse_ptxas_log, ResourceUsage};
 pub use toolchain::{Toolchain, ToolchainError};

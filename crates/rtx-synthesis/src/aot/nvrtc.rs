@@ -1,5 +1,6 @@
 //! One NVRTC compile: CUDA C++ to a cubin for a real architecture.
 
+use super::resources::{parse_ptxas_log, ResourceUsage};
 use super::toolchain::{Toolchain, ToolchainError};
 use crate::templates::KernelSource;
 use crate::Arch;
@@ -26,6 +27,17 @@ pub struct Compiled {
     pub log: String,
     /// Wall time of the NVRTC call.
     pub compile_time: Duration,
+    /// Per-function resource use parsed from [`Compiled::log`].
+    pub resources: Vec<ResourceUsage>,
+    /// The NVRTC version `(major, minor)` that produced the cubin.
+    pub nvrtc_version: (i32, i32),
+}
+
+impl Compiled {
+    /// The resource report of the function named `entry`, if ptxas reported one.
+    pub fn resources_for(&self, entry: &str) -> Option<&ResourceUsage> {
+        self.resources.iter().find(|r| r.function == entry)
+    }
 }
 
 /// Why a compile failed.
@@ -34,8 +46,8 @@ pub enum CompileError {
     /// NVRTC or the headers are not available.
     #[error(transparent)]
     Toolchain(#[from] ToolchainError),
-    /// The source has an interior NUL byte.
-    #[error("kernel `{entry}`: source contains a NUL byte")]
+    /// The source, the entry name or an option has an interior NUL byte.
+    #[error("kernel `{entry}`: source, entry name or an option contains a NUL byte")]
     NulInSource {
         /// Entry point.
         entry: String,
@@ -83,9 +95,16 @@ fn check(status: sys::nvrtcResult) -> Result<(), String> {
 pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError> {
     let tc = Toolchain::get()?;
     let options = options_for(src, arch, tc);
-    let code = CString::new(src.code.as_str()).map_err(|_| CompileError::NulInSource { entry: src.entry.clone() })?;
-    let name = CString::new(format!("{}.cu", src.entry)).expect("entry names have no NUL");
-    let c_opts: Vec<CString> = options.iter().map(|o| CString::new(o.as_str()).expect("options have no NUL")).collect();
+    let nul = |_| CompileError::NulInSource {
+        entry: src.entry.clone(),
+    };
+    let code = CString::new(src.code.as_str()).map_err(nul)?;
+    let name = CString::new(format!("{}.cu", src.entry)).map_err(nul)?;
+    let c_opts = options
+        .iter()
+        .map(|o| CString::new(o.as_str()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(nul)?;
     let opt_ptrs: Vec<*const c_char> = c_opts.iter().map(|c| c.as_ptr()).collect();
     NVRTC_CALLS.fetch_add(1, Ordering::Relaxed);
     let started = Instant::now();
@@ -100,8 +119,15 @@ pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError>
     };
     // SAFETY: all pointers are valid C strings that outlive the program, which is destroyed below.
     unsafe {
-        check(sys::nvrtcCreateProgram(&mut prog, code.as_ptr(), name.as_ptr(), 0, std::ptr::null(), std::ptr::null()))
-            .map_err(|s| fail(s, String::new()))?;
+        check(sys::nvrtcCreateProgram(
+            &mut prog,
+            code.as_ptr(),
+            name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        ))
+        .map_err(|s| fail(s, String::new()))?;
         let status = sys::nvrtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
         let log = program_log(prog);
         let result = match check(status) {
@@ -114,7 +140,14 @@ pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError>
                         let mut cubin = vec![0u8; size];
                         match check(sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut c_char)) {
                             Err(s) => Err(fail(s, log)),
-                            Ok(()) => Ok(Compiled { cubin, arch, log, compile_time: started.elapsed() }),
+                            Ok(()) => Ok(Compiled {
+                                cubin,
+                                arch,
+                                resources: parse_ptxas_log(&log, arch),
+                                log,
+                                compile_time: started.elapsed(),
+                                nvrtc_version: tc.nvrtc_version,
+                            }),
                         }
                     }
                 }
@@ -129,14 +162,19 @@ pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError>
 /// `prog` must be a live NVRTC program.
 unsafe fn program_log(prog: sys::nvrtcProgram) -> String {
     let mut size = 0usize;
-    if sys::nvrtcGetProgramLogSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS || size == 0 {
+    if sys::nvrtcGetProgramLogSize(prog, &mut size) != sys::nvrtcResult::NVRTC_SUCCESS || size == 0
+    {
         return String::new();
     }
     let mut buf = vec![0u8; size];
-    if sys::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char) != sys::nvrtcResult::NVRTC_SUCCESS {
+    if sys::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char)
+        != sys::nvrtcResult::NVRTC_SUCCESS
+    {
         return String::new();
     }
-    String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string()
+    String::from_utf8_lossy(&buf)
+        .trim_end_matches('\0')
+        .to_string()
 }
 
 #[cfg(test)]
@@ -166,7 +204,10 @@ extern "C" __global__ void saxpy_f16(const __half* x, __half* y, float a, int n)
             Err(e) => {
                 // The test command installs NVRTC; outside it this is reported, not hidden.
                 eprintln!("SKIP compiles_a_real_cubin: {e}");
-                assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+                assert!(
+                    std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                    "RTX_REQUIRE_NVRTC is set but: {e}"
+                );
                 return;
             }
         };
@@ -174,8 +215,17 @@ extern "C" __global__ void saxpy_f16(const __half* x, __half* y, float a, int n)
         for arch in [Arch::Sm90a, Arch::Sm120] {
             let c = compile(&saxpy(), arch).unwrap();
             assert_eq!(&c.cubin[..4], b"\x7fELF", "a cubin is an ELF image");
-            assert!(c.log.contains("saxpy_f16"), "ptxas -v names the function: {}", c.log);
-            eprintln!("{arch}: {} bytes in {:?}\n{}", c.cubin.len(), c.compile_time, c.log);
+            assert!(
+                c.log.contains("saxpy_f16"),
+                "ptxas -v names the function: {}",
+                c.log
+            );
+            eprintln!(
+                "{arch}: {} bytes in {:?}\n{}",
+                c.cubin.len(),
+                c.compile_time,
+                c.log
+            );
         }
     }
 

@@ -19,7 +19,9 @@ pub enum ToolchainError {
     #[error("NVRTC (libnvrtc.so.13) could not be loaded: put its folder on LD_LIBRARY_PATH, or run `cargo xtask test`, which installs it into ./.cuda")]
     NvrtcMissing,
     /// No folder with `cuda_fp16.h` was found.
-    #[error("CUDA headers not found (looked for cuda_fp16.h in: {searched}); set RTX_CUDA_INCLUDE")]
+    #[error(
+        "CUDA headers not found (looked for cuda_fp16.h in: {searched}); set RTX_CUDA_INCLUDE"
+    )]
     HeadersMissing {
         /// The folders that were searched.
         searched: String,
@@ -39,7 +41,10 @@ fn header_candidates() -> Vec<PathBuf> {
     v.push(PathBuf::from("/usr/local/cuda/include"));
     // The project-local install made by `cargo xtask test`, found from the crate or the cwd.
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for base in [manifest.join("../.."), std::env::current_dir().unwrap_or_default()] {
+    for base in [
+        manifest.join("../.."),
+        std::env::current_dir().unwrap_or_default(),
+    ] {
         v.push(base.join(".cuda/site/nvidia/cu13/include"));
     }
     v
@@ -66,8 +71,15 @@ impl Toolchain {
             .find(|d| d.join("cuda_fp16.h").is_file())
             .cloned()
             .ok_or_else(|| ToolchainError::HeadersMissing {
-                searched: candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                searched: candidates
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })?;
-        Ok(Toolchain { nvrtc_version: (major, minor), include_dir })
+        Ok(Toolchain {
+            nvrtc_version: (major, minor),
+            include_dir,
+        })
     }
 }

@@ -169,7 +169,10 @@ impl GemmProblem {
     pub fn validate(&self) -> Result<(), InvalidGemm> {
         let bad = |what: String| Err(InvalidGemm { what });
         if self.m == 0 || self.n == 0 || self.k == 0 || self.batch == 0 {
-            return bad(format!("shape: m={}, n={}, k={}, batch={} (all must be >= 1)", self.m, self.n, self.k, self.batch));
+            return bad(format!(
+                "shape: m={}, n={}, k={}, batch={} (all must be >= 1)",
+                self.m, self.n, self.k, self.batch
+            ));
         }
         let ((_, ac), (_, bc)) = self.stored_dims();
         if self.lda < ac {

@@ -7,7 +7,9 @@ pub fn activate(act: Activation, x: f64) -> f64 {
     match act {
         Activation::None => x,
         Activation::Relu => x.max(0.0),
-        Activation::GeluTanh => 0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh()),
+        Activation::GeluTanh => {
+            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+        }
         Activation::GeluErf => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
         Activation::Silu => x / (1.0 + (-x).exp()),
     }
@@ -135,7 +137,13 @@ mod tests {
 
     #[test]
     fn erf_matches_known_values() {
-        for (x, want) in [(0.0, 0.0), (0.5, 0.520_499_877_813_046_5), (1.0, 0.842_700_792_949_714_9), (3.0, 0.999_977_909_503_001_4), (-2.0, -0.995_322_265_018_952_7)] {
+        for (x, want) in [
+            (0.0, 0.0),
+            (0.5, 0.520_499_877_813_046_5),
+            (1.0, 0.842_700_792_949_714_9),
+            (3.0, 0.999_977_909_503_001_4),
+            (-2.0, -0.995_322_265_018_952_7),
+        ] {
             assert!((erf(x) - want).abs() < 1e-13, "erf({x}) = {} want {want}", erf(x));
         }
     }
@@ -144,7 +152,14 @@ mod tests {
     fn small_gemm_with_epilogue_and_layouts() {
         // A = [[1,2],[3,4]] (row), B = [[5,6],[7,8]] given column-major.
         let mut p = GemmProblem::new(2, 2, 2, DType::F32, Layout::Row, Layout::Col);
-        p.epilogue = Epilogue { alpha: 2.0, beta: 0.0, bias: true, activation: Activation::Relu, residual: true, out_dtype: DType::F32 };
+        p.epilogue = Epilogue {
+            alpha: 2.0,
+            beta: 0.0,
+            bias: true,
+            activation: Activation::Relu,
+            residual: true,
+            out_dtype: DType::F32,
+        };
         let a = [1.0, 2.0, 3.0, 4.0];
         let b = [5.0, 7.0, 6.0, 8.0];
         let bias = [-100.0, 1.0];
