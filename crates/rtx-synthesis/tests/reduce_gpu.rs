@@ -564,13 +564,32 @@ fn bench_rows_bandwidth() {
         let mut hb = dev.alloc(n * 2, &s).unwrap();
         let def = RowReduceTemplate.default_config(&base, Arch::Sm90a);
         let mut cands = vec![def];
-        cands.extend(
-            RowReduceTemplate
-                .valid_space(&base, Arch::Sm90a)
-                .into_iter()
-                .filter(|c| c.vec == 8 && c.block_threads() >= 128)
-                .take(24),
-        );
+        // A spread of mappings: register-cached with 32..1024 threads per row and 1-8 rows per
+        // block, and looped variants.
+        for tpr in [32u32, 64, 128, 256, 512, 1024] {
+            for rpb in [1u32, 2, 4, 8] {
+                if tpr * rpb < 128 || tpr * rpb > 1024 {
+                    continue;
+                }
+                let chunks = cols.div_ceil(tpr * 8);
+                cands.push(RowConfig {
+                    vec: 8,
+                    threads_per_row: tpr,
+                    rows_per_block: rpb,
+                    strategy: RowStrategy::Registers { chunks },
+                });
+            }
+        }
+        for (tpr, unroll) in [(256u32, 2u32), (512, 2), (512, 4), (1024, 1)] {
+            cands.push(RowConfig {
+                vec: 8,
+                threads_per_row: tpr,
+                rows_per_block: 1,
+                strategy: RowStrategy::Looped { unroll },
+            });
+        }
+        cands.retain(|c| RowReduceTemplate.check(&base, c, Arch::Sm90a).is_ok());
+        cands.dedup();
         for c in cands {
             let k = RowReduceKernel::build(&dev, &base, &c).expect("build");
             let launch = |yb: &mut DeviceBuffer, hb: &mut DeviceBuffer| {

@@ -6,7 +6,7 @@
 //! the f64 references in `reference.rs` model.
 
 use crate::templates::codegen::CudaWriter;
-use crate::DType;
+use crate::{Arch, DType};
 
 /// Headers, constants, conversions and vector load/store helpers.
 const MEMORY_PRELUDE: &str = r#"#include <cuda_fp16.h>
@@ -191,6 +191,26 @@ pub fn write_math_prelude(w: &mut CudaWriter) {
     w.lines(MATH_PRELUDE);
 }
 
+/// Most resident threads per SM on `arch` (datasheet values).
+pub fn max_threads_per_sm(arch: Arch) -> u32 {
+    match arch {
+        Arch::Sm75 => 1024,
+        Arch::Sm86 | Arch::Sm89 | Arch::Sm120 => 1536,
+        _ => 2048,
+    }
+}
+
+/// The `minBlocksPerSM` of `__launch_bounds__` for blocks of `threads` threads needing about
+/// `est_registers` registers each: as many blocks as that register use allows, capped by the
+/// architecture's resident-thread limit and 16 blocks, so ptxas neither spills to reach a
+/// higher occupancy target nor hoards registers.
+pub fn min_blocks_per_sm(threads: u32, est_registers: u32, arch: Arch) -> u32 {
+    let threads = threads.max(32);
+    let by_regs = 65536 / (threads * est_registers.max(1));
+    let by_threads = max_threads_per_sm(arch) / threads;
+    by_regs.min(by_threads).clamp(1, 16)
+}
+
 /// Alignment in bytes the vector path needs for a tensor of `dtype` accessed `vec` elements
 /// at a time: `min(16, vec * size)`.
 pub fn vector_alignment(dtype: DType, vec: u32) -> u32 {
@@ -244,6 +264,14 @@ mod tests {
         assert_eq!(ptxas_spill_bytes(log), Some(20));
         assert_eq!(ptxas_registers(log), Some(40));
         assert_eq!(ptxas_spill_bytes("nothing"), None);
+    }
+
+    #[test]
+    fn min_blocks_respect_registers_and_resident_threads() {
+        assert_eq!(min_blocks_per_sm(256, 64, Arch::Sm90a), 4);
+        assert_eq!(min_blocks_per_sm(128, 24, Arch::Sm90a), 16);
+        assert_eq!(min_blocks_per_sm(128, 24, Arch::Sm120), 12);
+        assert_eq!(min_blocks_per_sm(1024, 255, Arch::Sm90a), 1);
     }
 
     #[test]

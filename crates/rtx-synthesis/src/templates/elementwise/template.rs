@@ -116,11 +116,17 @@ impl ElementwiseTemplate {
         (Self::live_floats(problem, config) + REGISTER_OVERHEAD).div_ceil(8) * 8
     }
 
-    /// The `minBlocksPerSM` of `__launch_bounds__`: as many blocks as the estimated register
-    /// use allows, so ptxas neither spills to reach a higher occupancy target nor hoards registers.
-    pub fn min_blocks_per_sm(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
-        let est = Self::estimated_registers(problem, config).max(1);
-        (65536 / (config.threads.max(32) * est)).clamp(1, 32)
+    /// The `minBlocksPerSM` of `__launch_bounds__` (see [`super::device::min_blocks_per_sm`]).
+    pub fn min_blocks_per_sm(
+        problem: &ElementwiseProblem,
+        config: &ElementwiseConfig,
+        arch: Arch,
+    ) -> u32 {
+        super::device::min_blocks_per_sm(
+            config.threads,
+            Self::estimated_registers(problem, config),
+            arch,
+        )
     }
 
     /// The kernel's entry-point name for this problem and config.
@@ -519,7 +525,7 @@ impl Template for ElementwiseTemplate {
         w.constant(
             "int",
             "MIN_BLOCKS",
-            Self::min_blocks_per_sm(problem, config),
+            Self::min_blocks_per_sm(problem, config, arch),
         );
         w.constant("int", "UNROLL", config.unroll);
         w.constant("int", "VEC", config.vec);

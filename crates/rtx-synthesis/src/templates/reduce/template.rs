@@ -55,10 +55,14 @@ impl RowReduceTemplate {
         (live + REGISTER_OVERHEAD).div_ceil(8) * 8
     }
 
-    /// `minBlocksPerSM` for `__launch_bounds__`, from the register estimate.
-    pub fn min_blocks_per_sm(problem: &RowProblem, config: &RowConfig) -> u32 {
-        let est = Self::estimated_registers(problem, config).max(1);
-        (65536 / (config.block_threads().max(32) * est)).clamp(1, 32)
+    /// `minBlocksPerSM` for `__launch_bounds__` (see
+    /// [`crate::templates::elementwise::device::min_blocks_per_sm`]).
+    pub fn min_blocks_per_sm(problem: &RowProblem, config: &RowConfig, arch: Arch) -> u32 {
+        crate::templates::elementwise::device::min_blocks_per_sm(
+            config.block_threads(),
+            Self::estimated_registers(problem, config),
+            arch,
+        )
     }
 
     /// The kernel's entry-point name.
@@ -675,7 +679,7 @@ impl Template for RowReduceTemplate {
         w.constant(
             "int",
             "MIN_BLOCKS",
-            Self::min_blocks_per_sm(problem, config),
+            Self::min_blocks_per_sm(problem, config, arch),
         );
         if let RowStrategy::Looped { unroll } = config.strategy {
             w.constant("int", "STEP", format!("TPR * VEC * {unroll}"));
