@@ -272,6 +272,7 @@ impl Synth {
             entry,
             stored: req.store,
             worker: None,
+            default_config: serde_json::to_value(t.default_config(p, self.arch)).unwrap_or(serde_json::Value::Null),
         })
     }
 

@@ -97,6 +97,8 @@ pub struct GemmTuneReport {
     pub stored: bool,
     /// Worker process statistics, for isolated runs.
     pub worker: Option<WorkerStats>,
+    /// The family's default config for the problem, in JSON form.
+    pub default_config: serde_json::Value,
 }
 
 impl GemmTuneReport {
