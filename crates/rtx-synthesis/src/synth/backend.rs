@@ -175,14 +175,14 @@ struct VerifyInputs {
 
 impl VerifyInputs {
     fn draw(p: &GemmProblem, seed: u64) -> VerifyInputs {
-        let mut rng = SmallRng::seed_from_u64(seed);
         let (ea, eb, ec) = p.buffer_elems();
         let out = p.epilogue.out_dtype;
-        let a = HostMatrix::random(&mut rng, ea as usize, p.dtype, 1.0);
-        let b = HostMatrix::random(&mut rng, eb as usize, p.dtype, 1.0);
-        let c = (p.epilogue.beta != 0.0).then(|| HostMatrix::random(&mut rng, ec as usize, out, 1.0));
-        let bias = p.epilogue.bias.then(|| HostMatrix::random(&mut rng, p.n as usize, out, 1.0));
-        let residual = p.epilogue.residual.then(|| HostMatrix::random(&mut rng, ec as usize, out, 1.0));
+        let part = |i: u64| super::inputs::mix64(seed.wrapping_mul(8).wrapping_add(i));
+        let a = HostMatrix::seeded(part(0), ea as usize, p.dtype, 1.0);
+        let b = HostMatrix::seeded(part(1), eb as usize, p.dtype, 1.0);
+        let c = (p.epilogue.beta != 0.0).then(|| HostMatrix::seeded(part(2), ec as usize, out, 1.0));
+        let bias = p.epilogue.bias.then(|| HostMatrix::seeded(part(3), p.n as usize, out, 1.0));
+        let residual = p.epilogue.residual.then(|| HostMatrix::seeded(part(4), ec as usize, out, 1.0));
         VerifyInputs { a, b, c, bias, residual }
     }
 
