@@ -1,19 +1,28 @@
 //! GPU tests of the synthesizer's user API (skip with a printed reason without a CUDA device or
 //! NVRTC): an untuned shape is served the default config and matches cuBLAS; a tiny tuning run
 //! stores an entry that a fresh `Synth` serves exactly (and to a nearby shape as the nearest
-//! bucket); launches check their buffers; an f32 GEMM on sm_90a has no template yet.
+//! bucket); launches check their buffers; an f32 GEMM on sm_90a has no template yet; an
+//! isolated run measures candidates in worker processes (this test binary re-executed as the
+//! worker, `worker_child_entry`).
 
 use rtx_runtime::{Blas, Device, DeviceBuffer, Stream};
 use rtx_synthesis::aot::{KernelCache, Toolchain};
 use rtx_synthesis::synth::backend::{blas_call, output_offsets};
 use rtx_synthesis::synth::inputs::{decode_output, HostMatrix};
-use rtx_synthesis::synth::{GemmBuffers, GemmLaunchError, GemmSpec, StrategyKind, Synth, SynthError, TuneRequest};
+use rtx_synthesis::synth::{
+    GemmBuffers, GemmFamily, GemmGpuBackend, GemmLaunchError, GemmSpec, StrategyKind, Synth, SynthError, TuneRequest,
+};
+use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_synthesis::templates::gemm::reference::{gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
-use rtx_synthesis::tuner::{Budget, LookupSource, MeasureProtocol, TuningDb, Warmup};
+use rtx_synthesis::tuner::{worker_main, Budget, LookupSource, MeasureProtocol, TuningDb, Warmup, WorkerCommand};
 use rtx_synthesis::DType;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+
+/// Set (to the problem's JSON) when this binary runs as a tuning worker.
+const CHILD_ENV: &str = "RTX_SYNTH_TEST_WORKER";
 
 fn device_or_skip(test: &str) -> Option<Device> {
     if Device::count() == 0 {
@@ -178,4 +187,46 @@ fn f32_gemm_on_hopper_has_no_template_yet() {
         }
         other => panic!("expected NoTemplate for an f32 GEMM, got {other:?}"),
     }
+}
+
+/// The worker side of `isolated_tuning_measures_in_worker_processes`; a no-op in a normal run.
+#[test]
+fn worker_child_entry() {
+    let Some(json) = std::env::var_os(CHILD_ENV) else { return };
+    let problem: GemmProblem = serde_json::from_str(&json.to_string_lossy()).expect("problem JSON");
+    let dev = Device::open(0).expect("worker: device");
+    let template = WgmmaGemm::for_device(dev.info());
+    let backend = GemmGpuBackend::<WgmmaGemm>::with_device(dev, Arc::new(KernelCache::open_default().expect("cache")));
+    let exit = worker_main(&template, &problem, rtx_synthesis::Arch::Sm90a, &backend).expect("worker I/O");
+    std::process::exit(exit.code());
+}
+
+#[test]
+fn isolated_tuning_measures_in_worker_processes() {
+    let Some(dev) = device_or_skip("isolated_tuning_measures_in_worker_processes") else { return };
+    if dev.info().compute_capability != (9, 0) {
+        eprintln!("SKIP isolated_tuning_measures_in_worker_processes: the worker serves the sm_90a wgmma family only");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let synth = synth_with_db(&dev, &dir.path().join("tuning.db"));
+    let spec = GemmSpec::new(256, 256, 512, DType::Bf16).with_layouts(Layout::Row, Layout::Col);
+    let json = serde_json::to_string(&spec.problem().unwrap()).unwrap();
+    let exe = std::env::current_exe().expect("test binary path");
+    let cmd = WorkerCommand::new(exe).args(["worker_child_entry", "--exact", "--nocapture", "--test-threads", "1"]).env(CHILD_ENV, json);
+    let req = TuneRequest {
+        strategy: StrategyKind::Random,
+        budget: Budget::Count(3),
+        time_budget: Duration::from_secs(240),
+        protocol: MeasureProtocol { warmup: Warmup::Iters(3), min_reps: 5, max_reps: 20, max_time_ms: 200.0, ..MeasureProtocol::default() },
+        isolate: Some(cmd),
+        store: false,
+        ..TuneRequest::default()
+    };
+    let report = synth.tune_gemm(&spec, &req).unwrap_or_else(|e| panic!("isolated tuning failed: {e}"));
+    let w = report.worker.expect("an isolated run reports its workers");
+    assert!(w.spawned >= 1, "{w:?}");
+    assert!(report.outcome.measured >= 1, "{} measured", report.outcome.measured);
+    assert!(!report.stored);
+    eprintln!("SYNTH isolated: {w:?}, best {:.1} us", report.best_us().unwrap_or(f64::NAN));
 }
