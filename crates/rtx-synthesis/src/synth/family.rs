@@ -44,15 +44,31 @@ impl GemmFamily for WgmmaGemm {
         bufs: &mut GemmBuffers<'_>,
         stream: &Stream,
     ) -> Result<(), GemmLaunchError> {
-        let mut wb = WgmmaBuffers {
-            a: bufs.a,
-            b: bufs.b,
-            c: &mut *bufs.c,
-            bias: bufs.bias,
-            residual: bufs.residual,
-        };
+        let need = c.workspace_bytes(p.m, p.n, p.batch);
+        if need == 0 || c.split_k <= 1 {
+            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
+            return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
+        }
+        // Split-K: a workspace per stream, zeroed once when (re)allocated; every launch leaves
+        // its counters zero again, so launches in stream order may share it.
+        let mut pool = split_k_workspaces().lock().unwrap_or_else(|e| e.into_inner());
+        let key = stream.id();
+        if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
+            pool.remove(&key);
+            let mut w = stream.device().alloc(need as usize, stream)?;
+            w.fill_u8(0, stream)?;
+            pool.insert(key, w);
+        }
+        let ws = pool.get_mut(&key).expect("inserted above");
+        let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: Some(ws) };
         WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
     }
+}
+
+/// Split-K workspaces of the wgmma family, one per stream (keyed by [`Stream::id`]).
+fn split_k_workspaces() -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>> = std::sync::OnceLock::new();
+    POOL.get_or_init(Default::default)
 }
 
 /// A template whose space is at most `limit` of the inner template's valid configs, picked
