@@ -82,3 +82,20 @@ pub fn run_with(env: &CudaEnv, mut cmd: Command, what: &str) -> Result<()> {
     }
     Ok(())
 }
+
+/// Re-runs this xtask process with the CUDA environment when it is not set yet (the dynamic
+/// loader reads `LD_LIBRARY_PATH` only at process start). Returns in the re-run process.
+pub fn reexec_with_cuda_env() -> Result<()> {
+    const MARK: &str = "RTX_XTASK_CUDA_ENV";
+    if std::env::var_os(MARK).is_some() {
+        return Ok(());
+    }
+    let env = ensure()?;
+    let mut cmd = Command::new(std::env::current_exe().context("locating the xtask binary")?);
+    cmd.args(std::env::args_os().skip(1)).env(MARK, "1");
+    for (k, v) in env.vars() {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().context("re-running xtask with the CUDA environment")?;
+    std::process::exit(status.code().unwrap_or(1));
+}

@@ -64,8 +64,12 @@ pub fn run(out: &Path) -> Result<()> {
     for (label, exe) in &tests {
         copy_exe(exe, &out.join("tests").join(label))?;
     }
-    let bench = bins.iter().find(|(n, _)| n == "rtx_bench").context("cargo built no rtx-bench binary")?;
-    copy_exe(&bench.1, &out.join("rtx-bench"))?;
+    if !bins.iter().any(|(n, _)| n == "rtx_bench") {
+        bail!("cargo built no rtx-bench binary");
+    }
+    for (name, exe) in &bins {
+        copy_exe(exe, &out.join(name.replace('_', "-")))?;
+    }
     let anchors = crate::root().join("../shared/anchors/torch_anchors.py");
     if anchors.is_file() {
         std::fs::copy(&anchors, out.join("torch_anchors.py"))?;
@@ -79,7 +83,7 @@ pub fn run(out: &Path) -> Result<()> {
         std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o755))?;
     }
     let total: u64 = walk_size(&out);
-    eprintln!("xtask: bundle at {} ({} test binaries + rtx-bench, {:.1} MiB); run it with `{}/run.sh`", out.display(), tests.len(), total as f64 / 1048576.0, out.display());
+    eprintln!("xtask: bundle at {} ({} test binaries + {} binaries, {:.1} MiB); run it with `{}/run.sh`", out.display(), tests.len(), bins.len(), total as f64 / 1048576.0, out.display());
     Ok(())
 }
 

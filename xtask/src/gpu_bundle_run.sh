@@ -20,12 +20,12 @@ run_tests() {
   for t in "$here"/tests/*; do
     name=$(basename "$t")
     echo "=== $name" >> "$log"
-    if "$t" --test-threads=1 >> "$log" 2>&1; then r=ok; pass=$((pass+1)); else r=FAILED; fail=$((fail+1)); status=1; fi
+    if timeout "${RTX_TEST_TIMEOUT:-300}" "$t" --test-threads=1 --nocapture >> "$log" 2>&1; then r=ok; pass=$((pass+1)); else r=FAILED; fail=$((fail+1)); status=1; fi
     summary=$(grep -E '^test result' "$log" | tail -1)
     echo "binary $name: $r; $summary"
   done
   echo "GPU-bundle tests: $pass binaries passed, $fail failed (full log: tests.log)"
-  grep -hE '^(SKIP|PASS|FAIL)' "$log" | sort | uniq -c | sort -rn | head -40
+  grep -hoE '(SKIP|PASS|FAIL|PROFILE)[ :].{0,90}' "$log" | sort | uniq -c | sort -rn | head -40
 }
 
 run_bench() {

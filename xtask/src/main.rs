@@ -2,6 +2,7 @@
 //! the GPU test bundle, cache maintenance).
 
 mod bench;
+mod cache;
 mod cuda_env;
 mod gpu_bundle;
 mod test;
@@ -38,6 +39,11 @@ enum Cmd {
         #[arg(long, default_value = ".gpu-bundle")]
         out: std::path::PathBuf,
     },
+    /// Inspect or clear the kernel cache.
+    Cache {
+        #[command(subcommand)]
+        cmd: cache::CacheCmd,
+    },
     /// Print the environment (LD_LIBRARY_PATH, RTX_CUDA_INCLUDE) the tests run with.
     Env,
 }
@@ -48,6 +54,11 @@ fn main() -> Result<()> {
         Cmd::Ci => test::run(&[]),
         Cmd::Bench { args } => bench::run(&args),
         Cmd::GpuBundle { out } => gpu_bundle::run(&out),
+        Cmd::Cache { cmd } => {
+            // The cache key holds the NVRTC version, so NVRTC must be loadable in this process.
+            cuda_env::reexec_with_cuda_env()?;
+            cache::run(&cmd)
+        }
         Cmd::Env => {
             let env = cuda_env::ensure()?;
             for (k, v) in env.vars() {

@@ -1,2 +1,31 @@
-//! rtx-bench: the benchmark driver (see `cargo xtask bench`).
-fn main() {}
+//! rtx-bench: the benchmark driver (see `cargo xtask bench`). Exit codes: 0 ok, 1 error,
+//! 2 the gate found a slower case, 3 a measured case produced a wrong result.
+
+use clap::Parser;
+use rtx_bench::cli::Cli;
+use rtx_bench::{gpu, runner};
+use tracing_subscriber::EnvFilter;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("RTX_LOG").unwrap_or_else(|_| {
+                EnvFilter::new("rtx_bench=info,rtx_synthesis::profiler=info,warn")
+            }),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let argv: Vec<String> = std::env::args().collect();
+    let cli = Cli::parse_from(&argv);
+    let detected = gpu::detect();
+    let mut stdout = std::io::stdout();
+    match runner::run(&cli, argv, detected, &mut stdout) {
+        Ok(out) => std::process::exit(out.exit_code()),
+        Err(e) => {
+            eprintln!("rtx-bench: {e}");
+            std::process::exit(1);
+        }
+    }
+}

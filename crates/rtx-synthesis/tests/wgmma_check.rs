@@ -27,13 +27,22 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
             }
         }
     }
-    let rows_per_wg = if c.consumers == 0 { 0 } else { c.bm / c.consumers };
+    let per_tile = if c.pingpong { 1 } else { c.consumers };
+    let rows_per_wg = if per_tile == 0 { 0 } else { c.bm / per_tile };
     let acc = rows_per_wg / 64 * c.bn / 2;
     let smem = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages + 1024;
-    c.bk == 64
+    let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
+    let kblocks = p.k.div_ceil(64);
+    let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
+    (!c.pingpong || (c.consumers == 2 && c.persistent))
+        && (1..=16).contains(&c.split_k)
+        && c.split_k <= kblocks
+        && (c.split_k == 1 || acc + 40 <= launch_regs)
+        && units * (c.cluster_m as u64) < i32::MAX as u64
+        && c.bk == 64
         && (1..=2).contains(&c.consumers)
         && [64, 128, 256].contains(&c.bm)
-        && c.bm % (64 * c.consumers) == 0
+        && c.bm % (64 * per_tile) == 0
         && [64, 128, 192, 256].contains(&c.bn)
         && c.wgmma_n % 64 == 0
         && (64..=256).contains(&c.wgmma_n)
@@ -98,8 +107,10 @@ prop_compose! {
                     bk in prop_oneof![6 => Just(64u32), 1 => Just(32)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
                     wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(320)],
                     stages in prop_oneof![6 => 2u32..7, 1 => Just(1), 1 => Just(7)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
-                    persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)]) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group }
+                    persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)],
+                    split_k in prop_oneof![6 => Just(1u32), 3 => 2u32..5, 1 => Just(16), 1 => Just(0), 1 => Just(17)],
+                    pingpong in prop_oneof![3 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong }
     }
 }
 

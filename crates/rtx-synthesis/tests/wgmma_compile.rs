@@ -68,7 +68,7 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8 }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false }
 }
 
 #[test]
@@ -188,5 +188,39 @@ fn sampled_space_compiles() {
         let lb = if i % 2 == 0 { Layout::Row } else { Layout::Col };
         let p = GemmProblem::new(4096, 4096, 4096, if i % 3 == 0 { DType::F16 } else { DType::Bf16 }, Layout::Row, lb);
         compile_and_check(&t, &p, c);
+    }
+}
+
+#[test]
+fn split_k_and_pingpong_compile_without_spills() {
+    if !toolchain_or_skip("split_k_and_pingpong_compile_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let sk = |c: WgmmaConfig, split_k: u32| WgmmaConfig { split_k, ..c };
+    let pp = |c: WgmmaConfig| WgmmaConfig { pingpong: true, ..c };
+    let cases = [
+        (Layout::Col, sk(cfg(64, 128, 1, 128, 6, 1), 2)),
+        (Layout::Row, sk(cfg(128, 128, 2, 128, 6, 1), 2)),
+        (Layout::Col, sk(cfg(64, 256, 1, 256, 4, 1), 4)),
+        (Layout::Col, pp(cfg(64, 256, 2, 256, 4, 1))),
+        (Layout::Row, pp(cfg(128, 128, 2, 128, 6, 1))),
+        (Layout::Col, pp(cfg(128, 128, 2, 64, 5, 2))),
+        (Layout::Row, sk(pp(cfg(64, 128, 2, 128, 6, 1)), 3)),
+        (Layout::Col, sk(cfg(128, 128, 2, 128, 5, 2), 2)),
+    ];
+    for (i, (lb, c)) in cases.into_iter().enumerate() {
+        let mut p = GemmProblem::new(1000, 1000, 1024, DType::Bf16, Layout::Row, lb);
+        if i % 2 == 1 {
+            // The split-K fix-up runs the full fused epilogue too.
+            p.epilogue.beta = 0.5;
+            p.epilogue.bias = true;
+            p.epilogue.activation = Activation::GeluTanh;
+            p.epilogue.residual = true;
+        }
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        assert_eq!(src.code.contains("atomicAdd(cnt, 1u)"), c.split_k > 1, "{}", src.entry);
+        assert_eq!(src.code.contains("if ((it & 1) != cw)"), c.pingpong, "{}", src.entry);
+        compile_and_check(&t, &p, &c);
     }
 }

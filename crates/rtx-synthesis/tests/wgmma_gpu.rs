@@ -169,10 +169,34 @@ struct Case {
     c: WgmmaConfig,
     /// Compare a random sample of this many outputs instead of all.
     sample: Option<usize>,
+    /// Launch as if the device had this many SMs (persistent grids with several units per block).
+    sms: Option<u32>,
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false }
+}
+
+/// `c` with split-K `split_k`.
+fn sk(c: WgmmaConfig, split_k: u32) -> WgmmaConfig {
+    WgmmaConfig { split_k, ..c }
+}
+
+/// `c` with ping-pong consumers.
+fn pp(c: WgmmaConfig) -> WgmmaConfig {
+    WgmmaConfig { pingpong: true, ..c }
+}
+
+/// The epilogue that reads everything: alpha, beta * C, bias, GELU(tanh), residual; ldc padded.
+fn full_epilogue(mut p: GemmProblem) -> GemmProblem {
+    p.ldc = p.n.next_multiple_of(8) + 8;
+    p.stride_c = p.m as u64 * p.ldc as u64;
+    p.epilogue.alpha = 0.75;
+    p.epilogue.beta = 0.5;
+    p.epilogue.bias = true;
+    p.epilogue.activation = Activation::GeluTanh;
+    p.epilogue.residual = true;
+    p
 }
 
 fn problem(m: u32, n: u32, k: u32, dtype: DType, la: Layout, lb: Layout) -> GemmProblem {
@@ -185,60 +209,92 @@ fn cases() -> Vec<Case> {
     let def = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
     let small = cfg(128, 128, 1, 128, 4, 1, false, 1);
     let mut v = vec![
-        Case { name: "nt_128x128x64_one_consumer", p: problem(128, 128, 64, DType::Bf16, Row, Col), c: small.clone(), sample: None },
-        Case { name: "nn_128x128x64_one_consumer", p: problem(128, 128, 64, DType::Bf16, Row, Row), c: small.clone(), sample: None },
-        Case { name: "nt_256x256x256_default", p: problem(256, 256, 256, DType::Bf16, Row, Col), c: def.clone(), sample: None },
-        Case { name: "nn_256x256x256_default_f16", p: problem(256, 256, 256, DType::F16, Row, Row), c: def.clone(), sample: None },
-        Case { name: "nt_1x1x8", p: problem(1, 1, 8, DType::Bf16, Row, Col), c: cfg(64, 64, 1, 64, 2, 1, false, 1), sample: None },
+        Case {
+            name: "nt_128x128x64_one_consumer",
+            p: problem(128, 128, 64, DType::Bf16, Row, Col),
+            c: small.clone(),
+            sample: None,
+            sms: None,
+        },
+        Case {
+            name: "nn_128x128x64_one_consumer",
+            p: problem(128, 128, 64, DType::Bf16, Row, Row),
+            c: small.clone(),
+            sample: None,
+            sms: None,
+        },
+        Case { name: "nt_256x256x256_default", p: problem(256, 256, 256, DType::Bf16, Row, Col), c: def.clone(), sample: None, sms: None },
+        Case {
+            name: "nn_256x256x256_default_f16",
+            p: problem(256, 256, 256, DType::F16, Row, Row),
+            c: def.clone(),
+            sample: None,
+            sms: None,
+        },
+        Case {
+            name: "nt_1x1x8",
+            p: problem(1, 1, 8, DType::Bf16, Row, Col),
+            c: cfg(64, 64, 1, 64, 2, 1, false, 1),
+            sample: None,
+            sms: None,
+        },
         Case {
             name: "nn_1x1x8_ldb8",
             p: GemmProblem { ldb: 8, ..problem(1, 1, 8, DType::F16, Row, Row) },
             c: cfg(64, 64, 1, 64, 2, 1, false, 1),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nt_64x8192x64_64x128",
             p: problem(64, 8192, 64, DType::Bf16, Row, Col),
             c: cfg(64, 128, 1, 128, 6, 1, true, 8),
             sample: None,
+            sms: None,
         },
-        Case { name: "nt_256x384x1000_k_tail", p: problem(256, 384, 1000, DType::Bf16, Row, Col), c: def.clone(), sample: None },
-        Case { name: "tn_192x200x136_col_a", p: problem(192, 200, 136, DType::Bf16, Col, Row), c: def.clone(), sample: None },
+        Case { name: "nt_256x384x1000_k_tail", p: problem(256, 384, 1000, DType::Bf16, Row, Col), c: def.clone(), sample: None, sms: None },
+        Case { name: "tn_192x200x136_col_a", p: problem(192, 200, 136, DType::Bf16, Col, Row), c: def.clone(), sample: None, sms: None },
         Case {
             name: "tt_192x200x136_col_a_col_b",
             p: problem(192, 200, 136, DType::F16, Col, Col),
             c: cfg(128, 128, 2, 64, 4, 1, false, 1),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nt_512x256x128_256x128_two_m_blocks",
             p: problem(512, 256, 128, DType::Bf16, Row, Col),
             c: cfg(256, 128, 2, 128, 4, 1, true, 8),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nn_256x384x128_bn192",
             p: problem(256, 384, 128, DType::Bf16, Row, Row),
             c: cfg(128, 192, 2, 192, 4, 1, false, 1),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nt_384x256x320_wgmma_n64_6_stages",
             p: problem(384, 256, 320, DType::F16, Row, Col),
             c: cfg(128, 128, 2, 64, 6, 1, true, 1),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nn_300x520x200_cluster2_odd_tiles",
             p: problem(300, 520, 200, DType::Bf16, Row, Row),
             c: cfg(128, 256, 2, 128, 4, 2, true, 8),
             sample: None,
+            sms: None,
         },
         Case {
             name: "nt_300x520x200_cluster2_odd_tiles",
             p: problem(300, 520, 200, DType::Bf16, Row, Col),
             c: cfg(128, 128, 2, 128, 5, 2, false, 1),
             sample: None,
+            sms: None,
         },
     ];
     // Fused epilogues (ldc padded: padding must stay untouched).
@@ -250,45 +306,131 @@ fn cases() -> Vec<Case> {
     e1.epilogue.bias = true;
     e1.epilogue.activation = Activation::GeluTanh;
     e1.epilogue.residual = true;
-    v.push(Case { name: "nn_200x136x1000_beta_bias_gelutanh_residual", p: e1, c: def.clone(), sample: None });
+    v.push(Case { name: "nn_200x136x1000_beta_bias_gelutanh_residual", p: e1, c: def.clone(), sample: None, sms: None });
     let mut e2 = problem(200, 136, 1000, DType::Bf16, Row, Col);
     e2.epilogue.bias = true;
     e2.epilogue.activation = Activation::Relu;
     e2.epilogue.out_dtype = DType::F32;
-    v.push(Case { name: "nt_200x136x1000_bias_relu_f32_out", p: e2, c: def.clone(), sample: None });
+    v.push(Case { name: "nt_200x136x1000_bias_relu_f32_out", p: e2, c: def.clone(), sample: None, sms: None });
     let mut e3 = problem(130, 72, 256, DType::Bf16, Row, Col);
     e3.ldc = 75; // odd ldc: scalar store path
     e3.stride_c = 130 * 75;
     e3.epilogue.activation = Activation::Silu;
     e3.epilogue.residual = true;
-    v.push(Case { name: "nt_130x72x256_silu_residual_odd_ldc", p: e3, c: small.clone(), sample: None });
+    v.push(Case { name: "nt_130x72x256_silu_residual_odd_ldc", p: e3, c: small.clone(), sample: None, sms: None });
     let mut e4 = problem(130, 72, 256, DType::F16, Row, Row);
     e4.epilogue.activation = Activation::GeluErf;
     e4.epilogue.beta = -1.0;
-    v.push(Case { name: "nn_130x72x256_geluerf_beta", p: e4, c: small.clone(), sample: None });
+    v.push(Case { name: "nn_130x72x256_geluerf_beta", p: e4, c: small.clone(), sample: None, sms: None });
     // Batched: packed strides, and a broadcast A.
-    v.push(Case { name: "nt_batch3_130x260x72", p: problem(130, 260, 72, DType::Bf16, Row, Col).batched(3), c: def.clone(), sample: None });
+    v.push(Case {
+        name: "nt_batch3_130x260x72",
+        p: problem(130, 260, 72, DType::Bf16, Row, Col).batched(3),
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     let mut b2 = problem(130, 264, 72, DType::F16, Row, Row).batched(2);
     b2.stride_a = 0;
-    v.push(Case { name: "nn_batch2_broadcast_a", p: b2, c: cfg(128, 256, 2, 128, 4, 2, false, 1), sample: None });
+    v.push(Case { name: "nn_batch2_broadcast_a", p: b2, c: cfg(128, 256, 2, 128, 4, 2, false, 1), sample: None, sms: None });
     // Large shapes, sampled.
     v.push(Case {
         name: "nt_4000x4000x4096_sampled",
         p: problem(4000, 4000, 4096, DType::Bf16, Row, Col),
         c: def.clone(),
         sample: Some(2048),
+        sms: None,
     });
     v.push(Case {
         name: "nn_256x8192x8192_sampled",
         p: problem(256, 8192, 8192, DType::Bf16, Row, Row),
         c: cfg(128, 128, 2, 128, 6, 1, true, 8),
         sample: Some(2048),
+        sms: None,
+    });
+    // Split-K (f32 workspace, per-warp arrival counters, epilogue once) and ping-pong consumers.
+    let c64 = cfg(64, 128, 1, 128, 6, 1, true, 8);
+    let c128 = cfg(128, 128, 2, 128, 6, 1, true, 8);
+    let pp64 = pp(cfg(64, 256, 2, 256, 4, 1, true, 8));
+    let pp128 = pp(cfg(128, 128, 2, 128, 6, 1, true, 8));
+    let mut split_cases = vec![
+        ("nt_64x1000x1000_split4_k_tail_odd_n", problem(64, 1000, 1000, DType::Bf16, Row, Col), sk(c64.clone(), 4), None),
+        ("nn_130x264x192_split3_one_kblock_each", problem(130, 264, 192, DType::F16, Row, Row), sk(c128.clone(), 3), None),
+        ("nt_200x136x1000_split3_full_epilogue", full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)), sk(c128.clone(), 3), None),
+        (
+            "nn_200x136x1000_split2_full_epilogue_f16",
+            full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row)),
+            sk(c64.clone(), 2),
+            None,
+        ),
+        ("tn_192x200x520_split2_col_a", problem(192, 200, 520, DType::Bf16, Col, Row), sk(c128.clone(), 2), None),
+        (
+            "nt_300x520x200_cluster2_split2",
+            problem(300, 520, 200, DType::Bf16, Row, Col),
+            sk(cfg(128, 128, 2, 128, 5, 2, true, 8), 2),
+            None,
+        ),
+        ("nt_batch3_130x260x200_split2", problem(130, 260, 200, DType::Bf16, Row, Col).batched(3), sk(c64.clone(), 2), None),
+        (
+            "nt_256x512x640_split4_not_persistent",
+            problem(256, 512, 640, DType::Bf16, Row, Col),
+            sk(cfg(128, 128, 2, 128, 4, 1, false, 1), 4),
+            None,
+        ),
+        ("nt_512x512x1024_split2_few_blocks", problem(512, 512, 1024, DType::Bf16, Row, Col), sk(c128.clone(), 2), Some(3)),
+        ("nn_512x512x512_pingpong_128x128", problem(512, 512, 512, DType::Bf16, Row, Row), pp128.clone(), None),
+        ("nt_512x512x512_pingpong_few_blocks", problem(512, 512, 512, DType::Bf16, Row, Col), pp128.clone(), Some(3)),
+        ("nt_300x1000x1000_pingpong_64x256_k_tail", problem(300, 1000, 1000, DType::Bf16, Row, Col), pp64.clone(), Some(5)),
+        (
+            "tt_192x200x136_pingpong_col_a_col_b",
+            problem(192, 200, 136, DType::F16, Col, Col),
+            pp(cfg(128, 128, 2, 64, 4, 1, true, 1)),
+            Some(1),
+        ),
+        (
+            "nn_300x520x200_pingpong_cluster2",
+            problem(300, 520, 200, DType::Bf16, Row, Row),
+            pp(cfg(128, 128, 2, 128, 5, 2, true, 8)),
+            Some(4),
+        ),
+        ("nt_200x136x1000_pingpong_full_epilogue", full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)), pp128.clone(), Some(1)),
+        (
+            "nn_260x264x1000_pingpong_split3_full_epilogue",
+            full_epilogue(problem(260, 264, 1000, DType::F16, Row, Row)),
+            sk(pp(cfg(64, 128, 2, 128, 6, 1, true, 8)), 3),
+            Some(2),
+        ),
+    ];
+    for (name, p, c, sms) in split_cases.drain(..) {
+        v.push(Case { name, p, c, sample: None, sms });
+    }
+    v.push(Case {
+        name: "nt_64x8192x8192_split2_sampled",
+        p: problem(64, 8192, 8192, DType::Bf16, Row, Col),
+        c: sk(c64, 2),
+        sample: Some(2048),
+        sms: None,
+    });
+    v.push(Case {
+        name: "nt_4000x4000x4096_pingpong_sampled",
+        p: problem(4000, 4000, 4096, DType::Bf16, Row, Col),
+        c: pp128,
+        sample: Some(2048),
+        sms: None,
+    });
+    v.push(Case {
+        name: "nn_4096x4096x1000_pingpong_64x256_sampled",
+        p: problem(4096, 4096, 1000, DType::Bf16, Row, Row),
+        c: pp64,
+        sample: Some(2048),
+        sms: None,
     });
     v.push(Case {
         name: "nn_4096x4096x4096_cluster2_sampled",
         p: problem(4096, 4096, 4096, DType::Bf16, Row, Row),
         c: cfg(128, 256, 2, 256, 4, 2, true, 8),
         sample: Some(2048),
+        sms: None,
     });
     v
 }
@@ -316,10 +458,29 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
     };
     let dbias = bias.as_ref().map(|h| upload(dev, stream, h));
     let dres = res.as_ref().map(|h| upload(dev, stream, h));
+    let ws_bytes = case.c.workspace_bytes(p.m, p.n, p.batch) as usize;
+    let mut dws = if ws_bytes > 0 {
+        // Counters must start at zero; fill the partials with NaN so a missed slice shows.
+        let mut w = dev.alloc(ws_bytes, stream).unwrap();
+        let part = case.c.workspace_partial_bytes(p.m, p.n, p.batch) as usize / 4;
+        let host: Vec<u32> = (0..ws_bytes / 4).map(|i| if i < part { 0x7FC0_0000 } else { 0 }).collect();
+        w.upload(&host, stream).unwrap();
+        Some(w)
+    } else {
+        None
+    };
     let (f, entry) = compile_load(dev, t, p, &case.c);
-    let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: dbias.as_ref(), residual: dres.as_ref() };
+    let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: dbias.as_ref(), residual: dres.as_ref(), workspace: dws.as_mut() };
     t.enqueue(&f, p, &case.c, &mut bufs, stream).map_err(|e| format!("{entry}: launch: {e}"))?;
     wait_or_hang(dev, stream, &entry, Duration::from_secs(20))?;
+    if let Some(w) = &dws {
+        // Every launch must leave the arrival counters zero for the next one.
+        let part = case.c.workspace_partial_bytes(p.m, p.n, p.batch) as usize / 4;
+        let words = w.download::<u32>(stream).unwrap();
+        if let Some(i) = words[part..ws_bytes / 4].iter().position(|&x| x != 0) {
+            return Err(format!("{entry}: split-K counter {i} is {} after the launch (must be reset to 0)", words[part + i]));
+        }
+    }
     let got = download(&dc, stream, out, ec as usize);
     let cv = c_init.as_ref().map(|h| h.vals.as_slice());
     let bv = bias.as_ref().map(|h| h.vals.as_slice());
@@ -398,6 +559,26 @@ fn gpu_cases_are_valid_problems() {
 }
 
 #[test]
+fn split_k_and_pingpong_case_kernels_compile_without_spills() {
+    // Needs NVRTC only: the GPU run must not be the first to compile these kernels.
+    if let Err(e) = Toolchain::get() {
+        eprintln!("SKIP split_k_and_pingpong_case_kernels_compile_without_spills: {e}");
+        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let mut n = 0;
+    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong) {
+        let src = t.emit(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        assert!(out.log.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{} spills:\n{}", case.name, out.log);
+        assert!(!out.log.contains("serialized"), "{} serializes wgmma:\n{}", case.name, out.log);
+        n += 1;
+    }
+    assert!(n >= 15, "only {n} split-K / ping-pong cases");
+}
+
+#[test]
 fn wgmma_gemm_matches_the_f64_reference() {
     let Some(dev) = device_or_skip("wgmma_gemm_matches_the_f64_reference") else { return };
     let stream = dev.new_stream().unwrap();
@@ -410,7 +591,8 @@ fn wgmma_gemm_matches_the_f64_reference() {
             continue;
         }
         let started = Instant::now();
-        match run_case(&dev, &stream, &t, case, 0x5eed + i as u64) {
+        let tc = case.sms.map_or(t, WgmmaGemm::new);
+        match run_case(&dev, &stream, &tc, case, 0x5eed + i as u64) {
             Ok((err, worst)) => eprintln!("PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})", case.name, started.elapsed()),
             Err(msg) => {
                 eprintln!("FAIL {:<48} {msg}", case.name);
@@ -442,6 +624,44 @@ fn time_ms(dev: &Device, stream: &Stream, iters: u32, mut f: impl FnMut()) -> f6
     e0.elapsed_ms(&e1).unwrap() as f64 / iters as f64
 }
 
+/// Configs timed for one bench shape: a common set plus shape-specific split-K / ping-pong ones.
+fn bench_configs(m: u32, n: u32, k: u32) -> Vec<WgmmaConfig> {
+    let big = cfg(128, 256, 2, 256, 4, 1, true, 8);
+    let c1 = cfg(128, 128, 1, 128, 6, 1, true, 8);
+    let c64 = cfg(64, 128, 1, 128, 6, 1, true, 8);
+    let pp128 = pp(cfg(128, 128, 2, 128, 6, 1, true, 8));
+    let pp64 = pp(cfg(64, 256, 2, 256, 4, 1, true, 8));
+    let pp64n = pp(cfg(64, 128, 2, 128, 6, 1, true, 8));
+    let mut v = vec![big.clone(), WgmmaConfig { cluster_m: 2, ..big.clone() }, c1.clone(), pp128.clone(), pp64.clone()];
+    if m >= 1024 && n >= 1024 {
+        v.push(WgmmaConfig { cluster_m: 2, ..pp128.clone() });
+        v.push(WgmmaConfig { cluster_m: 2, ..pp64.clone() });
+        v.push(WgmmaConfig { stages: 5, ..pp128.clone() });
+    }
+    if m * n <= 1024 * 1024 || m <= 256 {
+        // Too few tiles to fill the SMs: split K, smaller tiles.
+        v.push(c64.clone());
+        v.push(pp64n.clone());
+        for s in [2, 4] {
+            v.push(sk(c64.clone(), s));
+            v.push(sk(pp64n.clone(), s));
+            v.push(sk(cfg(128, 128, 2, 128, 6, 1, true, 8), s));
+        }
+        v.push(sk(cfg(64, 256, 1, 256, 4, 1, true, 8), 4));
+        v.push(sk(pp64.clone(), 2));
+        v.push(sk(pp64.clone(), 4));
+        v.push(sk(pp128.clone(), 2));
+        v.push(sk(cfg(64, 64, 1, 64, 6, 1, true, 8), 2));
+    }
+    if k <= 1024 {
+        v.push(WgmmaConfig { stages: 5, ..pp128.clone() });
+        v.push(pp64n);
+    }
+    v.sort();
+    v.dedup();
+    v
+}
+
 #[test]
 fn bench_against_cublas() {
     if std::env::var_os("RTX_WGMMA_BENCH").is_none() {
@@ -452,6 +672,8 @@ fn bench_against_cublas() {
     let stream = dev.new_stream().unwrap();
     let t = WgmmaGemm::new(dev.info().sm_count);
     let blas = Blas::new(&dev, &stream).ok();
+    // RTX_WGMMA_BENCH_SHAPE=<comma-separated substrings of "MxNxK NT|NN"> restricts the shapes.
+    let filter = std::env::var("RTX_WGMMA_BENCH_SHAPE").unwrap_or_default();
     let shapes: [(u32, u32, u32, Layout); 9] = [
         (4096, 4096, 4096, Layout::Col),
         (4096, 4096, 4096, Layout::Row),
@@ -463,15 +685,13 @@ fn bench_against_cublas() {
         (256, 8192, 8192, Layout::Row),
         (4096, 4096, 1000, Layout::Col),
     ];
-    let configs = [
-        cfg(128, 256, 2, 256, 4, 1, true, 8),
-        cfg(128, 256, 2, 256, 4, 2, true, 8),
-        cfg(128, 128, 2, 128, 6, 1, true, 8),
-        cfg(128, 128, 1, 128, 6, 1, true, 8),
-        cfg(64, 128, 1, 128, 6, 1, true, 8),
-    ];
     let mut rng = SmallRng::seed_from_u64(7);
+    let mut summary = Vec::new();
     for (m, n, k, lb) in shapes {
+        let shape = format!("{m}x{n}x{k} {}", if lb == Layout::Col { "NT" } else { "NN" });
+        if !filter.split(',').any(|f| shape.contains(f)) {
+            continue;
+        }
         let p = problem(m, n, k, DType::Bf16, Layout::Row, lb);
         let (ea, eb, ec) = p.buffer_elems();
         let da = upload(&dev, &stream, &random_data(&mut rng, ea as usize, DType::Bf16, 1.0));
@@ -479,31 +699,75 @@ fn bench_against_cublas() {
         let mut dc = dev.alloc(ec as usize * 2, &stream).unwrap();
         let dref = dev.alloc(ec as usize * 2, &stream).unwrap();
         let flops = p.flops();
-        let mut line = format!("bf16 {m}x{n}x{k} {}:", if lb == Layout::Col { "NT" } else { "NN" });
+        let mut cublas = None;
         if let Some(bl) = &blas {
             let mut g = BlasGemm::new(BlasDtype::Bf16, m as usize, n as usize, k as usize, da.ptr(), db.ptr(), dref.ptr());
             g.transb = lb == Layout::Col;
             g.ldb = p.ldb as usize;
             let ms = time_ms(&dev, &stream, 20, || bl.gemm(&g).unwrap());
-            line.push_str(&format!(" cuBLAS {:.0} TF/s |", flops / ms / 1e9));
+            cublas = Some(flops / ms / 1e9);
+            eprintln!("bf16 {shape}: cuBLAS {:.0} TF/s", flops / ms / 1e9);
         }
-        for c in &configs {
-            if t.check(&p, c, Arch::Sm90a).is_err() {
+        let mut best: Option<(f64, String)> = None;
+        for c in bench_configs(m, n, k) {
+            if let Err(e) = t.check(&p, &c, Arch::Sm90a) {
+                eprintln!("bf16 {shape}: skip {}: {}", c.tag(), e.reason);
                 continue;
             }
-            let (f, _) = compile_load(&dev, &t, &p, c);
-            let ms = time_ms(&dev, &stream, 20, || {
-                let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: None, residual: None };
-                t.enqueue(&f, &p, c, &mut bufs, &stream).unwrap();
-            });
+            let (f, _) = compile_load(&dev, &t, &p, &c);
+            let wsb = c.workspace_bytes(p.m, p.n, p.batch) as usize;
+            let mut ws = if wsb > 0 {
+                let mut w = dev.alloc(wsb, &stream).unwrap();
+                w.fill_u8(0, &stream).unwrap();
+                Some(w)
+            } else {
+                None
+            };
+            let mut time_with = |tt: &WgmmaGemm| {
+                time_ms(&dev, &stream, 20, || {
+                    let mut bufs = WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: None, residual: None, workspace: ws.as_mut() };
+                    tt.enqueue(&f, &p, &c, &mut bufs, &stream).unwrap();
+                })
+            };
+            let ms = time_with(&t);
+            if c.cluster_m > 1 && c.persistent {
+                // Diagnostic for the slow cluster path: if fewer than sm_count / 2 clusters can be
+                // co-resident (GPCs with odd SM counts), a full persistent grid runs a second wave.
+                for fewer in [4u32, 8, 16] {
+                    let tt = WgmmaGemm::new(t.sm_count.saturating_sub(fewer));
+                    let ms2 = time_with(&tt);
+                    eprintln!(
+                        "bf16 {shape}: {} with a {}-block persistent grid: {:.0} TF/s",
+                        c.tag(),
+                        tt.launch(&p, &c).grid[0],
+                        flops / ms2 / 1e9
+                    );
+                }
+            }
+            let tf = flops / ms / 1e9;
             let mut agree = String::new();
             if blas.is_some() {
                 let ours = download(&dc, &stream, DType::Bf16, ec as usize);
                 let theirs = download(&dref, &stream, DType::Bf16, ec as usize);
-                agree = format!(" (vs cuBLAS rel {:.1e})", rel_error(&ours, &theirs));
+                let e = rel_error(&ours, &theirs);
+                agree = format!(" (vs cuBLAS rel {e:.1e})");
+                if !(e < 2e-2) {
+                    agree.push_str(" MISMATCH");
+                }
             }
-            line.push_str(&format!(" {} {:.0} TF/s{agree} |", c.tag(), flops / ms / 1e9));
+            let ratio = cublas.map_or(String::new(), |cb| format!(" = {:.1}% of cuBLAS", 100.0 * tf / cb));
+            eprintln!("bf16 {shape}: {} {tf:.0} TF/s{ratio}{agree}", c.tag());
+            if !agree.contains("MISMATCH") && best.as_ref().is_none_or(|(b, _)| tf > *b) {
+                best = Some((tf, c.tag()));
+            }
         }
+        if let Some((tf, tag)) = best {
+            let ratio = cublas.map_or(String::new(), |cb| format!(" vs cuBLAS {cb:.0} TF/s = {:.1}%", 100.0 * tf / cb));
+            summary.push(format!("BEST bf16 {shape}: {tag} {tf:.0} TF/s{ratio}"));
+        }
+    }
+    for line in &summary {
         eprintln!("{line}");
     }
+    assert!(!summary.is_empty() || !filter.is_empty(), "no shape produced a timing");
 }

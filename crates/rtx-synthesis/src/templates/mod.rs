@@ -5,7 +5,9 @@
 //! budgets) before any code is generated, so an invalid config never reaches NVRTC.
 
 pub mod codegen;
+pub mod elementwise;
 pub mod gemm;
+pub mod reduce;
 
 use crate::Arch;
 use serde::{de::DeserializeOwned, Serialize};

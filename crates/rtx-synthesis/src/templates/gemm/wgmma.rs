@@ -7,14 +7,19 @@
 //! extern "C" __global__ void <entry>(const TIn* A, const TIn* B, TOut* C, const TOut* bias,
 //!     const TOut* residual, int M, int N, int K, int lda, int ldb, int ldc,
 //!     long long stride_a, long long stride_b, long long stride_c, float alpha, float beta,
-//!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB)
+//!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
+//!     float* ws, unsigned* counters)
 //! ```
 //! `tmA`/`tmB` are 128-byte `CUtensorMap`s (128-byte aligned parameters) encoded from [`tma_desc_a`] /
 //! [`tma_desc_b`] plus the A/B base addresses (`cuTensorMapEncodeTiled`, rank 3, 128B swizzle,
 //! zero out-of-bounds fill). The kernel reads A and B only through the maps; the `A`/`B`
 //! pointers are still passed for ABI uniformity. Batch index = `blockIdx.z` in both launch modes;
-//! within a batch entry a block (or a cluster of `cluster_m` blocks along `x`) loops over tiles
-//! `t = blockIdx.x / cluster_m, t += gridDim.x / cluster_m`. The block needs
+//! within a batch entry a block (or a cluster of `cluster_m` blocks along `x`) loops over work
+//! units `u = blockIdx.x / cluster_m, u += gridDim.x / cluster_m` (unit = tile `u / split_k`,
+//! K slice `u % split_k`; in ping-pong mode the two consumer warpgroups take alternate units).
+//! `ws`/`counters` are the split-K workspace ([`WgmmaConfig::workspace_bytes`]: f32 partials,
+//! then u32 per-warp arrival counters that must be zero before the first launch and are left
+//! zero by every launch); null when `split_k == 1`. The block needs
 //! [`WgmmaConfig::smem_bytes`] of dynamic shared memory (above 48 KiB: opt in with
 //! `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`). Cluster dims are compiled in with
 //! `__cluster_dims__`, so a plain `cuLaunchKernel` launches clusters.
@@ -22,8 +27,9 @@
 //! # Constraints (`check`)
 //! sm_90a; f16/bf16 inputs; output f32/f16/bf16; `lda * 2` and `ldb * 2` multiples of 16 bytes
 //! (TMA global strides); batch strides multiples of 8 elements that do not overlap, < 2^39;
-//! batch <= 65535; and the config rules of [`WgmmaGemm::check_config`]. At launch the A/B base
-//! addresses must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
+//! batch <= 65535; `split_k <= ceil(K / 64)` (every K slice has a k-block); the split-K
+//! workspace below 2^31 float4s; and the config rules of [`WgmmaGemm::check_config`]. At launch
+//! the A/B base addresses (and the workspace) must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
 //! K-major; column-major operands use the wgmma transpose bits).
 //!
 //! # Modules
@@ -51,7 +57,7 @@ use config::BLOCK_K;
 /// Template name (symbols, caches, tuning database).
 pub const NAME: &str = "gemm_wgmma";
 /// Bump on any change to the generated code.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The Hopper wgmma GEMM template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +128,10 @@ impl WgmmaGemm {
     /// `bk == 64`; `consumers` 1 or 2; `bm` in {64, 128, 256} and a multiple of `64 * consumers`;
     /// `bn` in {64, 128, 192, 256}; `wgmma_n` a multiple of 64 in 64..=256 dividing `bn`; at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=6; `cluster_m` 1 or 2 (2 needs
-    /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; shared
+    /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
+    /// in 1..=16, and split-K only where the fix-up fits beside the accumulators (not 128 of them
+    /// in a 384-thread block: ptxas spills); `pingpong` needs 2 consumers and `persistent` (each
+    /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); shared
     /// memory within the arch's opt-in limit.
     pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
         if c.bk != BLOCK_K {
@@ -131,8 +140,18 @@ impl WgmmaGemm {
         if !(1..=2).contains(&c.consumers) {
             return Err(format!("consumers={} must be 1 or 2", c.consumers));
         }
-        if ![64, 128, 256].contains(&c.bm) || c.bm % (64 * c.consumers) != 0 {
-            return Err(format!("bm={} must be 64, 128 or 256 and a multiple of 64 * consumers ({})", c.bm, 64 * c.consumers));
+        if c.pingpong && (c.consumers != 2 || !c.persistent) {
+            return Err(format!(
+                "pingpong needs consumers=2 (got {}) and persistent=true (got {}): the two consumers alternate work units",
+                c.consumers, c.persistent
+            ));
+        }
+        if ![64, 128, 256].contains(&c.bm) || c.bm % (64 * c.consumers_per_unit()) != 0 {
+            return Err(format!(
+                "bm={} must be 64, 128 or 256 and a multiple of 64 * consumers per tile ({})",
+                c.bm,
+                64 * c.consumers_per_unit()
+            ));
         }
         if ![64, 128, 192, 256].contains(&c.bn) {
             return Err(format!("bn={} must be 64, 128, 192 or 256", c.bn));
@@ -156,6 +175,18 @@ impl WgmmaGemm {
         }
         if c.cluster_m == 2 && c.bn % 128 != 0 {
             return Err(format!("cluster_m=2 splits the B tile in 64-column halves: bn={} must be a multiple of 128", c.bn));
+        }
+        if !(1..=16).contains(&c.split_k) {
+            return Err(format!("split_k={} must be in 1..=16", c.split_k));
+        }
+        if c.split_k > 1 && c.acc_regs() + 40 > c.launch_regs() {
+            return Err(format!(
+                "split_k={} with {} accumulators per thread in a {}-thread block ({} registers at launch): the fix-up spills",
+                c.split_k,
+                c.acc_regs(),
+                c.threads(),
+                c.launch_regs()
+            ));
         }
         if !(1..=64).contains(&c.raster_group) {
             return Err(format!("raster_group={} must be in 1..=64", c.raster_group));
@@ -247,17 +278,30 @@ impl Template for WgmmaGemm {
                             for cluster_m in [1u32, 2] {
                                 for persistent in [false, true] {
                                     for raster_group in [1u32, 8] {
-                                        v.push(WgmmaConfig {
-                                            bm,
-                                            bn,
-                                            bk: BLOCK_K,
-                                            consumers,
-                                            wgmma_n,
-                                            stages,
-                                            cluster_m,
-                                            persistent,
-                                            raster_group,
-                                        });
+                                        for split_k in [1u32, 2, 4] {
+                                            for pingpong in [false, true] {
+                                                // Split-K and ping-pong only in the persistent single-CTA
+                                                // form (the code supports more; this bounds the space).
+                                                if (split_k > 1 && (cluster_m > 1 || !persistent))
+                                                    || (pingpong && (consumers != 2 || !persistent))
+                                                {
+                                                    continue;
+                                                }
+                                                v.push(WgmmaConfig {
+                                                    bm,
+                                                    bn,
+                                                    bk: BLOCK_K,
+                                                    consumers,
+                                                    wgmma_n,
+                                                    stages,
+                                                    cluster_m,
+                                                    persistent,
+                                                    raster_group,
+                                                    split_k,
+                                                    pingpong,
+                                                });
+                                            }
+                                        }
                                     }
                                 }
                             }
@@ -276,10 +320,17 @@ impl Template for WgmmaGemm {
         }
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
-        let (tm, tn) = config.tiles(problem.m, problem.n);
-        let blocks = tm.div_ceil(config.cluster_m) as u64 * tn as u64 * config.cluster_m as u64;
+        let blocks = config.units(problem.m, problem.n) * config.cluster_m as u64;
         if blocks > i32::MAX as u64 {
-            return Err(fail(format!("{blocks} tiles exceed the 2^31-1 grid limit")));
+            return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
+        }
+        let kblocks = problem.k.div_ceil(BLOCK_K);
+        if config.split_k > kblocks {
+            return Err(fail(format!("split_k={} exceeds the {kblocks} k-blocks of K={}", config.split_k, problem.k)));
+        }
+        // The kernel indexes the partials (float4s) and counters with 32-bit unsigned math.
+        if config.workspace_bytes(problem.m, problem.n, problem.batch) / 16 >= i32::MAX as u64 {
+            return Err(fail("split-K workspace exceeds 2^31 float4s (32 GiB): too large to index".to_string()));
         }
         Ok(())
     }
@@ -295,6 +346,8 @@ impl Template for WgmmaGemm {
             cluster_m: 1,
             persistent: true,
             raster_group: 8,
+            split_k: 1,
+            pingpong: false,
         }
     }
 
@@ -307,19 +360,24 @@ impl Template for WgmmaGemm {
 
     fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
         let cl = config.cluster_m.max(1);
-        let (tm, tn) = config.tiles(problem.m, problem.n);
-        let tiles = (tm.div_ceil(cl) * tn).max(1);
+        let units = config.units(problem.m, problem.n).clamp(1, i32::MAX as u64) as u32;
         let clusters = if config.persistent {
             let per_batch = (self.sm_count / cl / problem.batch.max(1)).max(1);
-            tiles.min(per_batch)
+            units.min(per_batch)
         } else {
-            tiles
+            units
         };
         LaunchDims { grid: [clusters * cl, 1, problem.batch.max(1)], block: [config.threads(), 1, 1], dynamic_smem: config.smem_bytes() }
     }
 
     fn complexity(&self, c: &WgmmaConfig) -> u64 {
-        (c.stages + 2 * c.consumers + 4 * (c.cluster_m - 1) + u32::from(c.persistent) + u32::from(c.raster_group > 1)) as u64
+        (c.stages
+            + 2 * c.consumers
+            + 4 * (c.cluster_m - 1)
+            + u32::from(c.persistent)
+            + u32::from(c.raster_group > 1)
+            + 2 * (c.split_k - 1).min(4)
+            + 2 * u32::from(c.pingpong)) as u64
     }
 }
 
@@ -367,6 +425,10 @@ mod tests {
             assert!(valid.iter().any(|c| c.bm == bm && c.bn == bn), "{bm}x{bn} missing");
         }
         assert!(valid.iter().any(|c| c.cluster_m == 2));
+        assert!(valid.iter().any(|c| c.pingpong && c.bm == 64 && c.bn == 256));
+        assert!(valid.iter().any(|c| c.pingpong && c.bm == 128 && c.bn == 128));
+        assert!(valid.iter().any(|c| c.split_k == 4 && c.bm == 64));
+        assert!(valid.iter().all(|c| !c.pingpong || (c.consumers == 2 && c.persistent)));
         assert!(t.space(&p, Arch::Sm120).is_empty());
     }
 
@@ -382,6 +444,29 @@ mod tests {
         let d = t.launch(&p, &pc);
         assert_eq!(d.grid, [66, 1, 2]);
         assert_eq!(d.grid[0] % 2, 0, "grid is a whole number of clusters");
+    }
+
+    #[test]
+    fn split_k_and_pingpong_rules() {
+        let t = WgmmaGemm::new(132);
+        let p = GemmProblem::new(64, 8192, 8192, DType::Bf16, Layout::Row, Layout::Col);
+        let base = t.default_config(&p, Arch::Sm90a);
+        let sk = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, split_k: 2, ..base.clone() };
+        t.check(&p, &sk, Arch::Sm90a).unwrap();
+        assert_eq!(t.launch(&p, &sk).grid, [128, 1, 1], "64 tiles x 2 slices");
+        let deep = WgmmaConfig { split_k: 17, ..sk.clone() };
+        assert!(t.check(&p, &deep, Arch::Sm90a).unwrap_err().reason.contains("split_k=17"));
+        let short = GemmProblem::new(64, 8192, 128, DType::Bf16, Layout::Row, Layout::Col);
+        let four = WgmmaConfig { split_k: 4, ..sk.clone() };
+        assert!(t.check(&short, &four, Arch::Sm90a).unwrap_err().reason.contains("k-blocks"));
+        let pp = WgmmaConfig { bm: 64, bn: 256, consumers: 2, wgmma_n: 256, stages: 4, pingpong: true, ..base.clone() };
+        t.check(&p, &pp, Arch::Sm90a).unwrap();
+        let pp1 = WgmmaConfig { consumers: 1, ..pp.clone() };
+        assert!(t.check(&p, &pp1, Arch::Sm90a).unwrap_err().reason.contains("pingpong"));
+        let ppn = WgmmaConfig { persistent: false, ..pp.clone() };
+        assert!(t.check(&p, &ppn, Arch::Sm90a).unwrap_err().reason.contains("persistent"));
+        let ppfat = WgmmaConfig { bm: 128, ..pp };
+        assert!(t.check(&p, &ppfat, Arch::Sm90a).unwrap_err().reason.contains("accumulators"));
     }
 
     #[test]

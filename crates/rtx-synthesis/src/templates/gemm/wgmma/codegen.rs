@@ -4,9 +4,12 @@
 //! consumer warpgroups (`setmaxnreg.inc`, wgmma from shared memory, fused epilogue stored
 //! straight from the accumulator registers with bounds checks). The ring of `stages` buffers
 //! is guarded by a `full` mbarrier (TMA transaction bytes) and an `empty` mbarrier (one arrival
-//! per consumer warpgroup per CTA of the cluster) per stage. Tiles are visited in rasterized
-//! order; a block (cluster) loops over tiles with stride `gridDim.x / cluster_m`, so the same
-//! code serves the one-tile-per-block and the persistent launch.
+//! per consumer warpgroup of the unit per CTA of the cluster) per stage. Work units (tile x K
+//! slice) are visited in rasterized order; a block (cluster) loops over units with stride
+//! `gridDim.x / cluster_m`, so the same code serves the one-unit-per-block and the persistent
+//! launch. The producer runs ahead across units (it only waits for free stages), so the next
+//! unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
+//! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace.
 
 use super::config::{WgmmaConfig, PRODUCER_REGS};
 use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
@@ -89,6 +92,28 @@ __device__ __forceinline__ void epi_store(TOut* Cb, const TOut* bias, const TOut
     if (col + 1 < N) Cb[off + 1] = f_to_out(epi1(a1, Cb, bias, Rb, off + 1, col + 1, alpha, beta));
   }
 }
+// An optimization barrier: the value is recomputed where it is used instead of kept live.
+__device__ __forceinline__ int opaque(int x) {
+  asm volatile("" : "+r"(x));
+  return x;
+}
+// blockIdx.z and gridDim.x / CLUSTER_M, re-read from the special registers at each use.
+__device__ __forceinline__ int batch_now() {
+  int z;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(z));
+  return z;
+}
+__device__ __forceinline__ int clusters_now() {
+  int n;
+  asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(n));
+  return n / CLUSTER_M;
+}
+// Tile rows (in clusters), tile columns and k-blocks, recomputed from opaque copies of M, N, K.
+__device__ __forceinline__ void sched_dims(int M, int N, int K, int& tiles_mc, int& tiles_n, int& kblocks) {
+  tiles_n = (opaque(N) + BN - 1) / BN;
+  tiles_mc = ((opaque(M) + BM - 1) / BM + CLUSTER_M - 1) / CLUSTER_M;
+  kblocks = (opaque(K) + BK - 1) / BK;
+}
 // Rasterized tile order: walk RASTER_GROUP tile rows at a time, column by column.
 __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int& tm, int& tn) {
   const int group = RASTER_GROUP * tiles_n;
@@ -98,6 +123,17 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   const int r = t - g * group;
   tm = first + r % rows;
   tn = r / rows;
+}
+// Work unit u -> (cluster) tile (tm, tn) and K slice `split` = k-blocks [kb0, kb1). The slices of
+// one tile are consecutive units, so they run side by side and their partials stay in L2.
+__device__ __forceinline__ void unit_coords(int u, int tiles_m, int tiles_n, int kblocks, int& tm, int& tn, int& split,
+                                            int& kb0, int& kb1) {
+  const int t = u / SPLIT_K;
+  split = u - t * SPLIT_K;
+  tile_coords(t, tiles_m, tiles_n, tm, tn);
+  // 32-bit is enough: kblocks < 2^25 and split < 16.
+  kb0 = (int)(((unsigned)split * (unsigned)kblocks) / SPLIT_K);
+  kb1 = (int)(((unsigned)(split + 1) * (unsigned)kblocks) / SPLIT_K);
 }"#,
     );
 }
@@ -110,6 +146,11 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("int", "BK", c.bk);
     w.constant("int", "STAGES", c.stages);
     w.constant("int", "CONSUMERS", c.consumers);
+    w.constant("int", "CONSUMERS_PER_UNIT", c.consumers_per_unit());
+    w.constant("bool", "PINGPONG", c.pingpong);
+    w.constant("int", "SPLIT_K", c.split_k);
+    w.constant("int", "WARPS_PER_TILE", c.warps_per_tile());
+    w.constant("int", "ACC_REGS", c.acc_regs());
     w.constant("int", "ROWS_PER_CONSUMER", c.rows_per_consumer());
     w.constant("int", "CLUSTER_M", c.cluster_m);
     w.constant("int", "RASTER_GROUP", c.raster_group);
@@ -142,9 +183,13 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const int bB = stride_b != 0 ? batch : 0;");
     w.line("int s = 0;");
     w.line("unsigned ph = 0;");
-    w.open("for (int t = cluster_id; t < num_tiles; t += num_clusters)");
-    w.line("int tm, tn;");
-    w.line("tile_coords(t, tiles_mc, tiles_n, tm, tn);");
+    if c.split_k > 1 {
+        emit_lean_unit_loop(w, "");
+    } else {
+        w.open("for (int u = cluster_id; u < num_units; u += num_clusters)");
+    }
+    w.line("int tm, tn, split, kb0, kb1;");
+    w.line("unit_coords(u, tiles_mc, tiles_n, kblocks, tm, tn, split, kb0, kb1);");
     w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
     w.line("const int n0 = tn * BN;");
     let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
@@ -165,7 +210,7 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         terms.extend(boxes.iter().enumerate().map(|(j, x)| format!("(lb{r}_{j} ? {}u : 0u)", x.bytes)));
     }
     w.line(format!("const unsigned tx = {};", terms.join(" + ")));
-    w.open("for (int kb = 0; kb < kblocks; ++kb)");
+    w.open("for (int kb = kb0; kb < kb1; ++kb)");
     if cl > 1 {
         w.line("mbar_wait_cluster(bar_empty + 8 * s, ph ^ 1);");
     } else {
@@ -201,8 +246,18 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
     w.close(""); // kb
-    w.close(""); // tiles
+    w.close(""); // units
     w.close(""); // wtid == 0
+}
+
+/// Opens the work-unit loop of a split-K kernel: the schedule sizes are recomputed from the
+/// parameters each unit (shadowing the block-level ones) instead of being held in registers
+/// across it; the 40-register producer and the fix-up need them.
+fn emit_lean_unit_loop(w: &mut CudaWriter, extra_step: &str) {
+    w.open(format!("for (int u = cluster_id;; u += clusters_now(){extra_step})"));
+    w.line("int tiles_mc, tiles_n, kblocks;");
+    w.line("sched_dims(M, N, K, tiles_mc, tiles_n, kblocks);");
+    w.line("if (u >= tiles_mc * tiles_n * SPLIT_K) break;");
 }
 
 fn acc_name(mi: u32, ni: u32) -> String {
@@ -215,6 +270,8 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let regs = c.wgmma_n / 2;
     w.line(format!("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");", c.consumer_regs()));
     w.line("const int cw = wg - 1;");
+    w.comment("Consumer index within its work unit (ping-pong: each consumer owns whole units).");
+    w.line("const int cwu = PINGPONG ? 0 : cw;");
     w.line("const int warp = wtid / 32;");
     w.line("const int lane = wtid % 32;");
     for mi in 0..c.m_iters() {
@@ -224,8 +281,10 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             w.line(format!("for (int i = 0; i < {regs}; ++i) {}[i] = 0.0f;", acc_name(mi, ni)));
         }
     }
-    w.line("TOut* Cb = C + (long long)batch * stride_c;");
-    w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch * stride_c : nullptr;");
+    if c.split_k == 1 {
+        w.line("TOut* Cb = C + (long long)batch * stride_c;");
+        w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch * stride_c : nullptr;");
+    }
     w.comment("Paired (2-element) epilogue accesses need even ldc / batch stride and aligned pointers.");
     w.line("unsigned long long ptr_bits = reinterpret_cast<unsigned long long>(C);");
     w.line("if (EPI_BIAS) ptr_bits |= reinterpret_cast<unsigned long long>(bias);");
@@ -233,19 +292,37 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const bool vec = ((ldc & 1) == 0) && ((stride_c & 1) == 0) && (ptr_bits % (2 * sizeof(TOut)) == 0);");
     w.line("int s = 0;");
     w.line("unsigned ph = 0;");
-    w.open("for (int t = cluster_id; t < num_tiles; t += num_clusters)");
-    w.line("int tm, tn;");
-    w.line("tile_coords(t, tiles_mc, tiles_n, tm, tn);");
+    w.line("int it = 0;");
+    if c.split_k > 1 {
+        emit_lean_unit_loop(w, ", ++it");
+    } else {
+        w.open("for (int u = cluster_id; u < num_units; u += num_clusters, ++it)");
+    }
+    w.line("int tm, tn, split, kb0, kb1;");
+    w.line("unit_coords(u, tiles_mc, tiles_n, kblocks, tm, tn, split, kb0, kb1);");
+    if c.pingpong {
+        w.comment("Ping-pong: odd units belong to the other consumer; step over their stages of the ring.");
+        w.open("if ((it & 1) != cw)");
+        w.line("s += kb1 - kb0;");
+        w.line("ph ^= (unsigned)((s / STAGES) & 1);");
+        w.line("s %= STAGES;");
+        w.line("continue;");
+        w.close("");
+        w.comment("Order: start waiting on this unit's stages only after the other consumer has waited on all of");
+        w.comment("the previous unit's, so no full barrier is more than one phase behind what we wait for (the");
+        w.comment("parity wait cannot tell phase k from k + 2). Named barriers 1 / 2, 256 threads each.");
+        w.line("if (it > 0) named_bar_sync(1 + cw, 256);");
+    }
     w.line("int prev = 0;");
-    w.open("for (int kb = 0; kb < kblocks; ++kb)");
+    w.open("for (int kb = kb0; kb < kb1; ++kb)");
     w.line("mbar_wait(bar_full + 8 * s, ph);");
-    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cw * A_CONSUMER_OFFSET;");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
     w.line("wgmma_fence();");
     for kk in 0..k16_slices() {
         w.open(format!("/* k16 slice {kk} */"));
         // The first slice of a tile overwrites the accumulators (scale-d = 0).
-        w.line(if kk == 0 { "const int sc = kb > 0 ? 1 : 0;" } else { "const int sc = 1;" });
+        w.line(if kk == 0 { "const int sc = kb > kb0 ? 1 : 0;" } else { "const int sc = 1;" });
         for mi in 0..c.m_iters() {
             w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
         }
@@ -260,7 +337,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.close("");
     }
     w.line("wgmma_commit();");
-    w.open("if (kb > 0)");
+    w.open("if (kb > kb0)");
     w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
     w.line("wgmma_wait<1>();");
     emit_release(w, c, "prev");
@@ -268,6 +345,13 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("prev = s;");
     w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
     w.close(""); // kb
+    if c.pingpong {
+        let units = if c.split_k > 1 { "tiles_mc * tiles_n * SPLIT_K" } else { "num_units" };
+        let step = if c.split_k > 1 { "clusters_now()" } else { "num_clusters" };
+        w.comment("Hand the ring to the other consumer (only if it has a next unit to wait in).");
+        w.line(format!("if (u + {step} < {units}) named_bar_arrive(2 - cw, 256);"));
+    }
+    w.comment("Every unit has at least one k-block: check() keeps split_k <= k-blocks.");
     w.line("wgmma_wait<0>();");
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
@@ -276,8 +360,15 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         }
     }
     emit_release(w, c, "prev");
+    if c.split_k > 1 {
+        emit_split_k_fixup(w, c);
+    }
+    if c.split_k > 1 {
+        w.line("TOut* Cb = C + (long long)batch_now() * stride_c;");
+        w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch_now() * stride_c : nullptr;");
+    }
     w.comment("Epilogue straight from the fragments (bounds-checked).");
-    w.line("const int row0 = (tm * CLUSTER_M + (int)rank) * BM + cw * ROWS_PER_CONSUMER + warp * 16 + (lane >> 2);");
+    w.line("const int row0 = (tm * CLUSTER_M + (int)rank) * BM + cwu * ROWS_PER_CONSUMER + warp * 16 + (lane >> 2);");
     w.line("const int col0 = tn * BN + (lane & 3) * 2;");
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
@@ -295,7 +386,83 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             w.close("");
         }
     }
-    w.close(""); // tiles
+    w.close(""); // units
+}
+
+/// Split-K: every slice stores its fp32 partial (per warp, float4 per lane, coalesced); the
+/// warp that brings a tile's arrival count to `SPLIT_K` resets the counter, sums the slices in
+/// slice order (all read back from the workspace, so the result does not depend on which slice
+/// finishes last) and falls through to the epilogue; the others skip to their next unit.
+fn emit_split_k_fixup(w: &mut CudaWriter, c: &WgmmaConfig) {
+    let regs = c.wgmma_n / 2;
+    let quads = c.acc_regs() / 4;
+    w.comment("Split-K fix-up: partials -> workspace, the last slice of the tile reduces and runs the epilogue.");
+    w.open("");
+    w.comment("32-bit indices: check() keeps the workspace below 2^31 float4s.");
+    w.line("const unsigned tile_slot = ((unsigned)batch_now() * tiles_mc * CLUSTER_M + tm * CLUSTER_M + rank) * tiles_n + tn;");
+    w.line("const unsigned wslot = cwu * 4 + warp;");
+    w.line(format!("constexpr unsigned slice_f4 = WARPS_PER_TILE * {}u;", quads * 32));
+    w.line(format!(
+        "float4* wt = reinterpret_cast<float4*>(ws) + ((tile_slot * SPLIT_K * WARPS_PER_TILE + wslot) * {}u + lane);",
+        quads * 32
+    ));
+    w.line("float4* wst = wt + split * slice_f4;");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            let q0 = (mi * c.n_iters() + ni) * regs / 4;
+            w.line("#pragma unroll");
+            w.line(format!(
+                "for (int q = 0; q < {}; ++q) __stcg(wst + ({q0} + q) * 32, make_float4({a}[4 * q], {a}[4 * q + 1], {a}[4 * q + 2], {a}[4 * q + 3]));",
+                regs / 4,
+                a = acc_name(mi, ni)
+            ));
+        }
+    }
+    w.line("__threadfence();");
+    w.line("__syncwarp();");
+    w.line("unsigned* cnt = counters + (tile_slot * WARPS_PER_TILE + wslot);");
+    w.line("unsigned arrived = 0;");
+    w.open("if (lane == 0)");
+    w.line("arrived = atomicAdd(cnt, 1u);");
+    w.line("if (arrived == SPLIT_K - 1) atomicExch(cnt, 0u);  // leave the counter zero for the next launch");
+    w.line("__threadfence();");
+    w.close("");
+    w.line("arrived = __shfl_sync(0xffffffffu, arrived, 0);");
+    w.line("if (arrived != SPLIT_K - 1) continue;");
+    w.line("__threadfence();");
+    w.comment("acc = slice 0, then += slices 1.. in order (the accumulators are dead after the store, so they are the sums).");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            let q0 = (mi * c.n_iters() + ni) * regs / 4;
+            let a = acc_name(mi, ni);
+            w.line("#pragma unroll");
+            w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
+            w.line(format!("const float4 v = __ldcg(wt + ({q0} + q) * 32);"));
+            w.line(format!("{a}[4 * q] = v.x;"));
+            w.line(format!("{a}[4 * q + 1] = v.y;"));
+            w.line(format!("{a}[4 * q + 2] = v.z;"));
+            w.line(format!("{a}[4 * q + 3] = v.w;"));
+            w.close("");
+        }
+    }
+    w.open("for (int k = 1; k < SPLIT_K; ++k)");
+    w.line("const float4* wk = wt + k * slice_f4;");
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            let q0 = (mi * c.n_iters() + ni) * regs / 4;
+            let a = acc_name(mi, ni);
+            w.line("#pragma unroll");
+            w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
+            w.line(format!("const float4 v = __ldcg(wk + ({q0} + q) * 32);"));
+            w.line(format!("{a}[4 * q] += v.x;"));
+            w.line(format!("{a}[4 * q + 1] += v.y;"));
+            w.line(format!("{a}[4 * q + 2] += v.z;"));
+            w.line(format!("{a}[4 * q + 3] += v.w;"));
+            w.close("");
+        }
+    }
+    w.close("");
+    w.close("");
 }
 
 /// One arrival per consumer warpgroup on the `empty` barrier of stage `stage` in every CTA of the cluster.
@@ -326,7 +493,8 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
          int M, int N, int K, int lda, int ldb, int ldc,\n    \
          long long stride_a, long long stride_b, long long stride_c,\n    \
          float alpha, float beta,\n    \
-         const __grid_constant__ TmaMap tmA, const __grid_constant__ TmaMap tmB)"
+         const __grid_constant__ TmaMap tmA, const __grid_constant__ TmaMap tmB,\n    \
+         float* ws, unsigned* counters)"
     ));
     w.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
     w.comment("128B-swizzled tiles must start on 1024-byte boundaries (wgmma descriptor base offset 0).");
@@ -338,7 +506,7 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.open("if (threadIdx.x == 0)");
     w.open("for (int s = 0; s < STAGES; ++s)");
     w.line("mbar_init(bar_full + 8 * s, 1);");
-    w.line("mbar_init(bar_empty + 8 * s, CONSUMERS * CLUSTER_M);");
+    w.line("mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_M);");
     w.close("");
     w.line("fence_mbarrier_init();");
     w.line("prefetch_tmap(&tmA);");
@@ -354,7 +522,7 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("const int tiles_m = (M + BM - 1) / BM;");
     w.line("const int tiles_n = (N + BN - 1) / BN;");
     w.line("const int tiles_mc = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;");
-    w.line("const int num_tiles = tiles_mc * tiles_n;");
+    w.line("const int num_units = tiles_mc * tiles_n * SPLIT_K;");
     w.line("const int kblocks = (K + BK - 1) / BK;");
     w.line("const int batch = blockIdx.z;");
     w.line("const int cluster_id = blockIdx.x / CLUSTER_M;");

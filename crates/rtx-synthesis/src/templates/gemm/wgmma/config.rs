@@ -46,6 +46,21 @@ pub struct WgmmaConfig {
     pub persistent: bool,
     /// Tile-order rasterization: blocks walk `raster_group` tile rows at a time (1 = row-major order).
     pub raster_group: u32,
+    /// Split-K: each output tile's K range is cut into `split_k` contiguous slices computed by
+    /// different blocks (work units); partial sums go through an f32 workspace and the last
+    /// slice to finish a tile (per warp, counted with an atomic) adds them in slice order and
+    /// applies the epilogue exactly once. 1 = off.
+    #[serde(default = "one")]
+    pub split_k: u32,
+    /// Ping-pong consumers: the two consumer warpgroups work on different work units (each owns
+    /// the whole `bm x bn` tile), alternating through the ring, so one's epilogue overlaps the
+    /// other's mainloop. Needs `consumers == 2` and `persistent`.
+    #[serde(default)]
+    pub pingpong: bool,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl WgmmaConfig {
@@ -54,9 +69,27 @@ impl WgmmaConfig {
         WARPGROUP * (1 + self.consumers)
     }
 
-    /// Rows of C one consumer warpgroup owns.
+    /// Rows of C one consumer warpgroup owns (the whole tile in ping-pong mode).
     pub fn rows_per_consumer(&self) -> u32 {
-        self.bm / self.consumers.max(1)
+        if self.pingpong {
+            self.bm
+        } else {
+            self.bm / self.consumers.max(1)
+        }
+    }
+
+    /// Consumer warpgroups that share one work unit (and release each stage): 1 in ping-pong mode.
+    pub fn consumers_per_unit(&self) -> u32 {
+        if self.pingpong {
+            1
+        } else {
+            self.consumers.max(1)
+        }
+    }
+
+    /// Warps holding accumulators of one tile (each owns distinct rows): 4 per consumer warpgroup of a unit.
+    pub fn warps_per_tile(&self) -> u32 {
+        4 * self.consumers_per_unit()
     }
 
     /// wgmma m64 instructions per consumer per k16 step along M.
@@ -117,12 +150,50 @@ impl WgmmaConfig {
         (m.div_ceil(self.bm.max(1)), n.div_ceil(self.bn.max(1)))
     }
 
+    /// Work units of an `m x n` problem (per batch entry): cluster tiles times `split_k`.
+    pub fn units(&self, m: u32, n: u32) -> u64 {
+        let (tm, tn) = self.tiles(m, n);
+        tm.div_ceil(self.cluster_m.max(1)) as u64 * tn as u64 * self.split_k.max(1) as u64
+    }
+
+    /// Tile slots of the split-K workspace per batch entry (tile rows rounded up to whole clusters).
+    pub fn tile_slots(&self, m: u32, n: u32) -> u64 {
+        let (tm, tn) = self.tiles(m, n);
+        let cl = self.cluster_m.max(1);
+        (tm.div_ceil(cl) * cl) as u64 * tn as u64
+    }
+
+    /// Bytes of f32 partial sums in the split-K workspace (0 when `split_k == 1`).
+    pub fn workspace_partial_bytes(&self, m: u32, n: u32, batch: u32) -> u64 {
+        if self.split_k <= 1 {
+            return 0;
+        }
+        let b = batch.max(1) as u64 * self.tile_slots(m, n) * self.split_k as u64 * self.bm as u64 * self.bn as u64 * 4;
+        b.div_ceil(256) * 256
+    }
+
+    /// Bytes of the split-K workspace: the partials, then one u32 arrival counter per warp and
+    /// tile. The counters must be zero before the first launch; every launch leaves them zero.
+    pub fn workspace_bytes(&self, m: u32, n: u32, batch: u32) -> u64 {
+        if self.split_k <= 1 {
+            return 0;
+        }
+        self.workspace_partial_bytes(m, n, batch) + batch.max(1) as u64 * self.tile_slots(m, n) * self.warps_per_tile() as u64 * 4
+    }
+
     /// Short identifier of the code-relevant fields, used in the kernel entry name.
     pub fn tag(&self) -> String {
-        format!(
+        let mut s = format!(
             "{}x{}x{}_c{}_n{}_s{}_cl{}_g{}",
             self.bm, self.bn, self.bk, self.consumers, self.wgmma_n, self.stages, self.cluster_m, self.raster_group
-        )
+        );
+        if self.split_k > 1 {
+            s.push_str(&format!("_k{}", self.split_k));
+        }
+        if self.pingpong {
+            s.push_str("_pp");
+        }
+        s
     }
 }
 
@@ -131,7 +202,19 @@ mod tests {
     use super::*;
 
     fn big() -> WgmmaConfig {
-        WgmmaConfig { bm: 128, bn: 256, bk: 64, consumers: 2, wgmma_n: 256, stages: 4, cluster_m: 1, persistent: true, raster_group: 8 }
+        WgmmaConfig {
+            bm: 128,
+            bn: 256,
+            bk: 64,
+            consumers: 2,
+            wgmma_n: 256,
+            stages: 4,
+            cluster_m: 1,
+            persistent: true,
+            raster_group: 8,
+            split_k: 1,
+            pingpong: false,
+        }
     }
 
     #[test]
@@ -156,5 +239,37 @@ mod tests {
         assert_eq!(c.acc_regs(), 128);
         assert_eq!(c.consumer_regs(), 240);
         assert_eq!(c.tiles(4000, 4000), (32, 32));
+    }
+
+    #[test]
+    fn pingpong_gives_each_consumer_the_whole_tile() {
+        let c = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, pingpong: true, ..big() };
+        assert_eq!(c.rows_per_consumer(), 128);
+        assert_eq!(c.m_iters(), 2);
+        assert_eq!(c.acc_regs(), 128);
+        assert_eq!(c.consumers_per_unit(), 1);
+        assert_eq!(c.warps_per_tile(), 4);
+        assert!(c.tag().ends_with("_pp"));
+    }
+
+    #[test]
+    fn split_k_workspace_holds_every_partial_and_counter() {
+        let c = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, split_k: 2, ..big() };
+        assert_eq!(c.units(64, 8192), 128);
+        assert_eq!(c.tile_slots(64, 8192), 64);
+        assert_eq!(c.workspace_partial_bytes(64, 8192, 1), 64 * 2 * 64 * 128 * 4);
+        assert_eq!(c.workspace_bytes(64, 8192, 1), 64 * 2 * 64 * 128 * 4 + 64 * 4 * 4);
+        assert_eq!(big().workspace_bytes(4096, 4096, 1), 0);
+        let cl = WgmmaConfig { cluster_m: 2, split_k: 3, ..big() };
+        // 3 tile rows round up to 4 (two clusters).
+        assert_eq!(cl.tile_slots(300, 512), 4 * 2);
+        assert!(cl.tag().ends_with("_k3"));
+    }
+
+    #[test]
+    fn old_configs_without_new_fields_deserialize() {
+        let json = r#"{"bm":128,"bn":256,"bk":64,"consumers":2,"wgmma_n":256,"stages":4,"cluster_m":1,"persistent":true,"raster_group":8}"#;
+        let c: WgmmaConfig = serde_json::from_str(json).unwrap();
+        assert_eq!(c, big());
     }
 }

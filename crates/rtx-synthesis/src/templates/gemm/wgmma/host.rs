@@ -31,6 +31,11 @@ pub struct WgmmaBuffers<'a> {
     pub bias: Option<&'a DeviceBuffer>,
     /// Residual (laid out like C) when the epilogue has one.
     pub residual: Option<&'a DeviceBuffer>,
+    /// Split-K workspace of at least [`WgmmaConfig::workspace_bytes`] bytes when `split_k > 1`
+    /// (ignored otherwise). Its counter region must be zero before the first launch (e.g.
+    /// `fill_u8(0)` once after allocation); every completed launch leaves it zero again. One
+    /// workspace must not serve two launches that may run concurrently.
+    pub workspace: Option<&'a mut DeviceBuffer>,
 }
 
 /// Why a wgmma GEMM launch was refused or failed.
@@ -183,6 +188,21 @@ impl WgmmaGemm {
                 r.ptr()
             }
         };
+        let (ws, counters) = if c.split_k > 1 {
+            let need_ws = c.workspace_bytes(p.m, p.n, p.batch);
+            match bufs.workspace.as_deref() {
+                None => return Err(WgmmaLaunchError::MissingBuffer { what: "split-K workspace" }),
+                Some(w) => {
+                    need("workspace", w, need_ws)?;
+                    if w.ptr() % 16 != 0 {
+                        return Err(WgmmaLaunchError::Misaligned { what: "workspace", addr: w.ptr() });
+                    }
+                    (w.ptr(), w.ptr() + c.workspace_partial_bytes(p.m, p.n, p.batch))
+                }
+            }
+        } else {
+            (0, 0)
+        };
         let (da, db) = self.tensor_maps(p, c);
         let tm_a = encode_tensor_map(&da, bufs.a.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
         let tm_b = encode_tensor_map(&db, bufs.b.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
@@ -207,10 +227,12 @@ impl WgmmaGemm {
             .f32(p.epilogue.alpha)
             .f32(p.epilogue.beta)
             .bytes(&tm_a, TENSOR_MAP_ALIGN)
-            .bytes(&tm_b, TENSOR_MAP_ALIGN);
+            .bytes(&tm_b, TENSOR_MAP_ALIGN)
+            .u64(ws)
+            .u64(counters);
         tracing::debug!(kernel = f.name(), grid = ?dims.grid, block = ?dims.block, smem = dims.dynamic_smem, "wgmma GEMM launch");
         // SAFETY: the arguments follow the kernel ABI documented in `wgmma.rs` (pointers, 6 ints,
-        // 3 long longs, 2 floats, 2 by-value 128-byte maps); the buffers were checked to be large
+        // 3 long longs, 2 floats, 2 by-value 128-byte maps, 2 workspace pointers); the buffers were checked to be large
         // enough for every element the kernel reads or writes, and outlive the call (the caller
         // keeps them alive until the stream has run the kernel).
         unsafe { f.launch(stream, &cfg, &mut args)? };

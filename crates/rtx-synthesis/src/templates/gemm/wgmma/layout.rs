@@ -67,10 +67,15 @@ pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
     }
 }
 
-/// Offset of consumer warpgroup `cw`'s rows in the A stage (same for both majors: 64 rows of a
-/// K-major tile and one 64-wide MN-major box are both 8 KiB).
+/// Offset between consecutive consumer warpgroups' rows in the A stage (same for both majors:
+/// 64 rows of a K-major tile and one 64-wide MN-major box are both 8 KiB). 0 in ping-pong mode,
+/// where each consumer reads the whole stage (of its own work unit).
 pub fn a_consumer_offset(c: &WgmmaConfig) -> u32 {
-    c.rows_per_consumer() * SWIZZLE_BYTES
+    if c.pingpong {
+        0
+    } else {
+        c.rows_per_consumer() * SWIZZLE_BYTES
+    }
 }
 
 /// Descriptor start offset (from the consumer's A base) of m64 block `mi`, k16 slice `kk`.
@@ -168,7 +173,8 @@ mod tests {
                     let d = descriptor(a_base + a_desc_offset(ak, mi, kk), ak);
                     for x in 0..64 {
                         for y in 0..16 {
-                            let want = (cw * c.rows_per_consumer() + mi * 64 + x, kk * 16 + y);
+                            let row0 = if c.pingpong { 0 } else { cw * c.rows_per_consumer() };
+                            let want = (row0 + mi * 64 + x, kk * 16 + y);
                             let addr = wgmma_addr(d, ak, x, y);
                             assert_eq!(a_smem.get(&addr), Some(&want), "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}");
                         }
@@ -189,7 +195,19 @@ mod tests {
     }
 
     fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, cluster_m: u32) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages: 3, cluster_m, persistent: false, raster_group: 1 }
+        WgmmaConfig {
+            bm,
+            bn,
+            bk: 64,
+            consumers,
+            wgmma_n,
+            stages: 3,
+            cluster_m,
+            persistent: false,
+            raster_group: 1,
+            split_k: 1,
+            pingpong: false,
+        }
     }
 
     #[test]
@@ -203,6 +221,9 @@ mod tests {
             cfg(64, 64, 1, 64, 1),
             cfg(128, 192, 2, 192, 1),
             cfg(64, 256, 1, 128, 2),
+            WgmmaConfig { pingpong: true, ..cfg(128, 128, 2, 128, 1) },
+            WgmmaConfig { pingpong: true, ..cfg(64, 256, 2, 256, 1) },
+            WgmmaConfig { pingpong: true, split_k: 2, ..cfg(64, 128, 2, 64, 2) },
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {

@@ -155,6 +155,13 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
 }
+// Named barriers (ids 1.. ; 0 is __syncthreads): arrive without waiting / arrive and wait.
+__device__ __forceinline__ void named_bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+}
 // Keeps the compiler from touching accumulators across wgmma.wait_group.
 __device__ __forceinline__ void fence_operand(float& x) {
   asm volatile("" : "+f"(x) :: "memory");

@@ -167,7 +167,19 @@ mod tests {
     use super::*;
 
     fn cfg() -> WgmmaConfig {
-        WgmmaConfig { bm: 128, bn: 256, bk: 64, consumers: 2, wgmma_n: 256, stages: 4, cluster_m: 1, persistent: false, raster_group: 1 }
+        WgmmaConfig {
+            bm: 128,
+            bn: 256,
+            bk: 64,
+            consumers: 2,
+            wgmma_n: 256,
+            stages: 4,
+            cluster_m: 1,
+            persistent: false,
+            raster_group: 1,
+            split_k: 1,
+            pingpong: false,
+        }
     }
 
     #[test]

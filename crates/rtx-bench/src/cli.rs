@@ -1,0 +1,105 @@
+//! Command-line arguments of `rtx-bench`.
+
+use crate::gate::DEFAULT_TOLERANCE;
+use crate::suite_id::SuiteId;
+use clap::Parser;
+use std::path::PathBuf;
+
+/// rtx-bench: GEMM / attention / memory / transformer / tuning / AOT benchmarks against cuBLAS,
+/// untuned defaults and PyTorch anchors. Without a CUDA GPU it runs the CPU-side compile suite
+/// only and produces no GPU figures.
+#[derive(Debug, Clone, Parser, PartialEq)]
+#[command(name = "rtx-bench", version)]
+pub struct Cli {
+    /// Comma-separated suites: gemm, attention, memory, transformer, tuning, aot (or `all`).
+    #[arg(long, default_value = "all", value_parser = parse_suites)]
+    pub suite: SuiteSelection,
+    /// Output folder for report.json, report.md and the SVG plots.
+    #[arg(long, default_value = ".bench-out")]
+    pub out: PathBuf,
+    /// PyTorch anchors JSON written by `torch_anchors.py --json` on the same GPU.
+    #[arg(long)]
+    pub anchors: Option<PathBuf>,
+    /// Baseline report to gate against (exit code 2 when a case is slower than allowed).
+    #[arg(long)]
+    pub gate: Option<PathBuf>,
+    /// Write this run as the baseline: a file, or a folder (then `<device name>.json` in it).
+    #[arg(long)]
+    pub update_baseline: Option<PathBuf>,
+    /// Gate tolerance on top of the measured spread (fraction: 0.05 = 5%).
+    #[arg(long, default_value_t = DEFAULT_TOLERANCE)]
+    pub tolerance: f64,
+    /// Fewer shapes and shorter timing.
+    #[arg(long)]
+    pub quick: bool,
+    /// Compile every valid config of every template (default: at most 12 per template and
+    /// problem, spread over the space; `--quick`: 3).
+    #[arg(long)]
+    pub all_configs: bool,
+    /// Only these compile-registry families (comma-separated, e.g. `samples,gemm_wgmma`).
+    #[arg(long, value_delimiter = ',')]
+    pub families: Option<Vec<String>>,
+    /// Do not take the device's ceilings from the rtx profiler (its saved profile, or a fresh
+    /// measurement when none is saved); the roofline then uses this run's copy and cuBLAS cases.
+    #[arg(long)]
+    pub no_profile: bool,
+    /// No progress bars on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// The parsed `--suite` list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuiteSelection(pub Vec<SuiteId>);
+
+fn parse_suites(s: &str) -> Result<SuiteSelection, String> {
+    SuiteId::parse_list(s)
+        .map(SuiteSelection)
+        .map_err(|e| e.to_string())
+}
+
+impl Cli {
+    /// The selected suites, de-duplicated, in run order.
+    pub fn suites(&self) -> Vec<SuiteId> {
+        let mut v: Vec<SuiteId> = self.suite.0.clone();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_flags() {
+        let c = Cli::try_parse_from(["rtx-bench"]).unwrap();
+        assert_eq!(c.suites(), SuiteId::ALL.to_vec());
+        assert_eq!(c.out, PathBuf::from(".bench-out"));
+        assert_eq!(c.tolerance, 0.05);
+        assert!(!c.quick && c.anchors.is_none() && c.gate.is_none());
+        let c = Cli::try_parse_from([
+            "rtx-bench",
+            "--suite",
+            "aot,gemm",
+            "--out",
+            "o",
+            "--anchors",
+            "a.json",
+            "--gate",
+            "bench/baselines/NVIDIA_H200.json",
+            "--update-baseline",
+            "bench/baselines/",
+            "--tolerance",
+            "0.1",
+            "--quick",
+        ])
+        .unwrap();
+        assert_eq!(c.suites(), vec![SuiteId::Gemm, SuiteId::Aot]);
+        assert_eq!(c.tolerance, 0.1);
+        assert!(c.quick);
+        assert_eq!(c.update_baseline, Some(PathBuf::from("bench/baselines/")));
+        assert!(Cli::try_parse_from(["rtx-bench", "--suite", "nope"]).is_err());
+    }
+}

@@ -1,0 +1,307 @@
+//! GEMM suite: cuBLAS (the baseline, itself verified) and every [`candidate::GemmCandidate`]
+//! on fresh random inputs per problem, at the shapes of [`shapes`].
+//!
+//! Per problem: random A and B (uniform [-1, 1), rounded to the dtype) are uploaded; C is
+//! poisoned (all bits set: NaN) before a verification run whose output is checked at ~1024
+//! sampled elements against an f64 CPU reference; then the timing harness measures it (L2
+//! flushed between runs). Candidates get `baselines.cublas` (same run, same inputs) and, when
+//! they have an untuned variant, `baselines.untuned`.
+
+pub mod candidate;
+pub mod cublas;
+pub mod host_matrix;
+pub mod shapes;
+pub mod verify;
+pub mod wgmma_candidate;
+
+use super::{Suite, SuiteContext, SuiteError};
+use crate::anchors::gemm_key;
+use crate::gpu::Gpu;
+use crate::report::{Case, Clock, Verified};
+use crate::stats::Summary;
+use crate::suite_id::SuiteId;
+use crate::timing::{Timer, TimingConfig, TimingError};
+use candidate::{candidates, GemmCandidate, GemmOperands, PENDING_FAMILIES, PENDING_TUNER};
+use host_matrix::HostMatrix;
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use rtx_runtime::blas::Blas;
+use rtx_runtime::{DeviceBuffer, RuntimeError};
+use rtx_synthesis::templates::gemm::GemmProblem;
+use rtx_synthesis::DType;
+
+/// A failure while running one problem; `sticky` ones end the suite.
+#[derive(Debug)]
+struct ProblemError {
+    message: String,
+    sticky: bool,
+}
+
+impl From<RuntimeError> for ProblemError {
+    fn from(e: RuntimeError) -> Self {
+        ProblemError {
+            sticky: e.is_sticky(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<TimingError> for ProblemError {
+    fn from(e: TimingError) -> Self {
+        let sticky = matches!(&e, TimingError::Runtime(r) if r.is_sticky());
+        ProblemError {
+            sticky,
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Device buffers and host inputs of one problem.
+struct Operands {
+    a: DeviceBuffer,
+    b: DeviceBuffer,
+    c: DeviceBuffer,
+    ha: HostMatrix,
+    hb: HostMatrix,
+}
+
+impl Operands {
+    fn new(gpu: &Gpu, p: &GemmProblem, rng: &mut SmallRng) -> Result<Operands, RuntimeError> {
+        let (ae, be, ce) = p.buffer_elems();
+        let ha = HostMatrix::random(p.dtype, ae as usize, rng);
+        let hb = HostMatrix::random(p.dtype, be as usize, rng);
+        let mut a = gpu.device.alloc(ha.bytes(), &gpu.stream)?;
+        let mut b = gpu.device.alloc(hb.bytes(), &gpu.stream)?;
+        ha.upload(&mut a, &gpu.stream)?;
+        hb.upload(&mut b, &gpu.stream)?;
+        let c = gpu
+            .device
+            .alloc(ce as usize * p.epilogue.out_dtype.size_bytes(), &gpu.stream)?;
+        Ok(Operands { a, b, c, ha, hb })
+    }
+
+    /// Poisons C, runs `launch` once, downloads C and checks it at sampled points.
+    fn verify(
+        &mut self,
+        gpu: &Gpu,
+        p: &GemmProblem,
+        rng: &mut SmallRng,
+        launch: &mut dyn FnMut(&mut Operands) -> Result<(), RuntimeError>,
+    ) -> Result<Verified, RuntimeError> {
+        self.c.fill_u8(0xFF, &gpu.stream)?;
+        launch(self)?;
+        gpu.stream.synchronize()?;
+        let c = HostMatrix::download(p.epilogue.out_dtype, &self.c, &gpu.stream)?;
+        let points = verify::sample_points(p, verify::SAMPLE_POINTS, rng);
+        Ok(verify::check(p, &self.ha, &self.hb, &c, &points))
+    }
+}
+
+fn base_case(label: &str, p: &GemmProblem, s: &Summary) -> Case {
+    let shape = shapes::shape_name(p);
+    let mut c = Case::measured(
+        SuiteId::Gemm,
+        format!("{label} {} {shape}", p.dtype),
+        shape,
+        Clock::Gpu,
+        s,
+    )
+    .with_dtype(p.dtype.name())
+    .with_work(Some(p.flops()), Some(shapes::min_bytes(p)));
+    c.anchor = Some(gemm_key(p.dtype, p.m, p.n, p.k));
+    c
+}
+
+fn failed(label: &str, p: &GemmProblem, e: impl std::fmt::Display) -> Case {
+    let shape = shapes::shape_name(p);
+    Case::failed(
+        SuiteId::Gemm,
+        format!("{label} {} {shape}", p.dtype),
+        shape,
+        Clock::Gpu,
+        e.to_string(),
+    )
+    .with_dtype(p.dtype.name())
+}
+
+fn run_cublas(
+    gpu: &Gpu,
+    blas: &Blas,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    ops: &mut Operands,
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+) -> Result<Case, ProblemError> {
+    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c);
+    let verified = ops.verify(gpu, p, rng, &mut |_| blas.gemm(&call))?;
+    let s = timer.time(timing, |_, _| blas.gemm(&call))?;
+    let mut c =
+        base_case("cublas", p, &s).with_note("cuBLAS through rtx_runtime::blas, row-major NN");
+    c.verified = Some(verified);
+    Ok(c)
+}
+
+fn run_candidate(
+    gpu: &Gpu,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    ops: &mut Operands,
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+    cand: &dyn GemmCandidate,
+) -> Result<Case, ProblemError> {
+    let label = cand.label();
+    let mut k = match cand.prepare(gpu, p) {
+        Ok(k) => k,
+        Err(e) => return Ok(failed(&label, p, format!("prepare: {e}"))),
+    };
+    let verified = ops.verify(gpu, p, rng, &mut |o| {
+        k.launch(
+            &mut GemmOperands {
+                a: &o.a,
+                b: &o.b,
+                c: &mut o.c,
+            },
+            &gpu.stream,
+        )
+    })?;
+    let (a, b, c) = (&ops.a, &ops.b, &mut ops.c);
+    let mut go = GemmOperands { a, b, c };
+    let s = timer.time(timing, |st, _| k.launch(&mut go, st))?;
+    let mut case = base_case(&label, p, &s).with_note(k.describe());
+    case.verified = Some(verified);
+    Ok(case)
+}
+
+fn run_problem(
+    gpu: &Gpu,
+    blas: Option<&Blas>,
+    timer: &mut Timer<'_>,
+    ctx: &SuiteContext<'_>,
+    cands: &[Box<dyn GemmCandidate>],
+    p: &GemmProblem,
+    rng: &mut SmallRng,
+) -> Result<Vec<Case>, ProblemError> {
+    let mut out = Vec::new();
+    let mut ops = Operands::new(gpu, p, rng)?;
+    let cublas = match blas {
+        Some(blas) => match run_cublas(gpu, blas, timer, &ctx.timing, &mut ops, p, rng) {
+            Ok(c) => Some(c),
+            Err(e) if e.sticky => return Err(e),
+            Err(e) => {
+                out.push(failed("cublas", p, e.message));
+                None
+            }
+        },
+        None => None,
+    };
+    let cublas_us = cublas.as_ref().and_then(|c| c.median_us);
+    out.extend(cublas);
+    for cand in cands {
+        if cand.supports(gpu, p).is_err() {
+            continue;
+        }
+        let mut case = match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref())
+        {
+            Ok(c) => c,
+            Err(e) if e.sticky => return Err(e),
+            Err(e) => failed(&cand.label(), p, e.message),
+        };
+        if let Some(us) = cublas_us {
+            case.baselines.cublas = case.measured_baseline(us);
+        }
+        if let Some(u) = cand.untuned().filter(|u| u.supports(gpu, p).is_ok()) {
+            match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, u.as_ref()) {
+                Ok(uc) if uc.is_measured() && uc.verified.is_some_and(|v| v.ok) => {
+                    case.baselines.untuned = uc.median_us.and_then(|us| case.measured_baseline(us));
+                }
+                Ok(uc) => out.push(uc),
+                Err(e) if e.sticky => return Err(e),
+                Err(e) => out.push(failed(&u.label(), p, e.message)),
+            }
+        }
+        out.push(case);
+    }
+    Ok(out)
+}
+
+/// The GEMM suite.
+pub struct GemmSuite;
+
+impl Suite for GemmSuite {
+    fn id(&self) -> SuiteId {
+        SuiteId::Gemm
+    }
+    fn needs_gpu(&self) -> bool {
+        true
+    }
+    fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
+        let mut out = run_problems(ctx, &shapes::problems(ctx.quick))?;
+        if ctx.gpu.is_some() {
+            for d in shapes::DTYPES {
+                let (name, why) = match d {
+                    DType::F32 | DType::Tf32 => (format!("rtx {d} (all shapes)"), PENDING_FAMILIES),
+                    DType::F16 | DType::Bf16 => {
+                        (format!("rtx-tuned {d} (all shapes)"), PENDING_TUNER)
+                    }
+                };
+                out.push(Case::not_available(SuiteId::Gemm, name, "-", why).with_dtype(d.name()));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Runs cuBLAS and every candidate on `problems` (fresh random inputs each); no cases without
+/// a GPU.
+pub fn run_problems(
+    ctx: &SuiteContext<'_>,
+    problems: &[GemmProblem],
+) -> Result<Vec<Case>, SuiteError> {
+    let Some(gpu) = ctx.gpu else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let blas = match Blas::new(&gpu.device, &gpu.stream) {
+        Ok(b) => Some(b),
+        Err(e) => {
+            out.push(Case::not_available(
+                SuiteId::Gemm,
+                "cublas",
+                "-",
+                format!("cuBLAS not usable: {e}"),
+            ));
+            None
+        }
+    };
+    let mut timer = Timer::new(gpu).map_err(|e| SuiteError {
+        suite: SuiteId::Gemm,
+        reason: e.to_string(),
+        partial: Vec::new(),
+    })?;
+    let cands = candidates();
+    let seed = crate::env_info::now_unix();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    tracing::info!(target: "rtx_bench", "gemm inputs: uniform [-1, 1), SmallRng seed {seed}");
+    let p_bar = ctx.progress("gemm", problems.len() as u64);
+    for p in problems {
+        let what = format!("{} {}", p.dtype, shapes::shape_name(p));
+        p_bar.running(&what);
+        match run_problem(gpu, blas.as_ref(), &mut timer, ctx, &cands, p, &mut rng) {
+            Ok(cases) => out.extend(cases),
+            Err(e) if e.sticky => {
+                p_bar.finish();
+                return Err(SuiteError {
+                    suite: SuiteId::Gemm,
+                    reason: format!("{what}: {}", e.message),
+                    partial: out,
+                });
+            }
+            Err(e) => out.push(failed("cublas", p, e.message)),
+        }
+        p_bar.done(&what);
+    }
+    p_bar.finish();
+    Ok(out)
+}

@@ -1,0 +1,263 @@
+//! GPU timing harness: CUDA events on the suite's owned stream.
+//!
+//! Two modes:
+//!
+//! - [`Timer::time`] (default): warm-up runs, then repeated single runs, each between a start and
+//!   an end event. Before every timed run the L2 cache is flushed by a memset of a scratch buffer
+//!   of at least [`MIN_FLUSH_BYTES`] (issued on the same stream *before* the start event, so it
+//!   is not counted), or, when the closure rotates over several input sets by the sample index it
+//!   is given, the flush can be turned off ([`TimingConfig::flush_l2`]). Samples are added until
+//!   the relative spread `(p80 - p20) / median` is below [`TimingConfig::target_spread`] (checked
+//!   from [`TimingConfig::min_samples`] on) or a cap (samples or wall time) is reached.
+//! - [`Timer::time_batched`] for tiny kernels: `count` back-to-back launches between two events,
+//!   the elapsed time divided by `count` is one sample. No CUDA graph and no flush between the
+//!   launches: it measures steady-state throughput with a warm L2 and launch overhead amortized
+//!   across the batch, which is what a stream of small kernels in a model sees.
+//!
+//! Returned figures are [`Summary`] (median, p20, p80, rel_spread, samples), microseconds.
+
+use crate::gpu::Gpu;
+use crate::stats::{StatsError, Summary};
+use rtx_runtime::{DeviceBuffer, Event, RuntimeError, Stream};
+use std::time::{Duration, Instant};
+
+/// The smallest L2 flush buffer (256 MiB; H200's L2 is 50 MiB).
+pub const MIN_FLUSH_BYTES: usize = 256 << 20;
+
+/// How long and how precisely to time one case.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingConfig {
+    /// Untimed runs first (clocks up, caches and lazy init out of the way).
+    pub warmup: usize,
+    /// Samples before the spread is first checked.
+    pub min_samples: usize,
+    /// Hard cap on samples.
+    pub max_samples: usize,
+    /// Stop once `rel_spread` is below this (0.02 = 2%).
+    pub target_spread: f64,
+    /// Stop adding samples after this much wall time (the minimum is still taken).
+    pub max_wall: Duration,
+    /// Flush L2 before each timed run.
+    pub flush_l2: bool,
+}
+
+impl TimingConfig {
+    /// The default for full runs: 3 warm-ups, 10..200 samples, 2% spread, 3 s per case.
+    pub fn full() -> Self {
+        TimingConfig {
+            warmup: 3,
+            min_samples: 10,
+            max_samples: 200,
+            target_spread: 0.02,
+            max_wall: Duration::from_secs(3),
+            flush_l2: true,
+        }
+    }
+
+    /// `--quick`: 2 warm-ups, 5..30 samples, 0.5 s per case.
+    pub fn quick() -> Self {
+        TimingConfig {
+            warmup: 2,
+            min_samples: 5,
+            max_samples: 30,
+            target_spread: 0.02,
+            max_wall: Duration::from_millis(500),
+            flush_l2: true,
+        }
+    }
+
+    /// Decides whether to stop after `samples` (pure; the loop's policy).
+    pub fn should_stop(&self, samples: &[f64], elapsed: Duration) -> bool {
+        if samples.len() >= self.max_samples {
+            return true;
+        }
+        if samples.len() < self.min_samples {
+            return false;
+        }
+        if elapsed >= self.max_wall {
+            return true;
+        }
+        Summary::from_samples(samples).is_ok_and(|s| s.rel_spread < self.target_spread)
+    }
+}
+
+/// A timing failure.
+#[derive(Debug, thiserror::Error)]
+pub enum TimingError {
+    /// The runtime failed (launch, event, memset).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The samples were unusable.
+    #[error("timing produced unusable samples: {0}")]
+    Stats(#[from] StatsError),
+    /// `time_batched` with a count of 0.
+    #[error("batched timing needs count >= 1")]
+    ZeroCount,
+}
+
+/// Events plus the L2 flush buffer, reused across cases.
+pub struct Timer<'g> {
+    gpu: &'g Gpu,
+    start: Event,
+    end: Event,
+    scratch: Option<DeviceBuffer>,
+}
+
+impl<'g> Timer<'g> {
+    /// Creates the events and a flush buffer of `max(MIN_FLUSH_BYTES, 2 * L2)`.
+    pub fn new(gpu: &'g Gpu) -> Result<Timer<'g>, RuntimeError> {
+        let flush = MIN_FLUSH_BYTES.max(2 * gpu.device.info().l2_bytes as usize);
+        Ok(Timer {
+            gpu,
+            start: Event::new(&gpu.device)?,
+            end: Event::new(&gpu.device)?,
+            scratch: Some(gpu.device.alloc(flush, &gpu.stream)?),
+        })
+    }
+
+    /// The stream timed on.
+    pub fn stream(&self) -> &Stream {
+        &self.gpu.stream
+    }
+
+    fn flush(&mut self, byte: u8) -> Result<(), RuntimeError> {
+        if let Some(s) = self.scratch.as_mut() {
+            s.fill_u8(byte, &self.gpu.stream)?;
+        }
+        Ok(())
+    }
+
+    /// Times `run(stream, sample_index)` one run per sample (see the module docs).
+    pub fn time<F>(&mut self, cfg: &TimingConfig, mut run: F) -> Result<Summary, TimingError>
+    where
+        F: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
+    {
+        let stream = &self.gpu.stream;
+        for i in 0..cfg.warmup {
+            run(stream, i)?;
+        }
+        stream.synchronize()?;
+        let started = Instant::now();
+        let mut samples = Vec::with_capacity(cfg.min_samples);
+        while !cfg.should_stop(&samples, started.elapsed()) {
+            if cfg.flush_l2 {
+                self.flush((samples.len() % 251) as u8)?;
+            }
+            let stream = &self.gpu.stream;
+            self.start.record(stream)?;
+            run(stream, samples.len())?;
+            self.end.record(stream)?;
+            self.end.synchronize()?;
+            samples.push(self.start.elapsed_ms(&self.end)? as f64 * 1e3);
+        }
+        Ok(Summary::from_samples(&samples)?)
+    }
+
+    /// Times `count` back-to-back runs between two events per sample; each sample is the
+    /// elapsed time divided by `count` (see the module docs; no flush between runs).
+    pub fn time_batched<F>(
+        &mut self,
+        cfg: &TimingConfig,
+        count: usize,
+        mut run: F,
+    ) -> Result<Summary, TimingError>
+    where
+        F: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
+    {
+        if count == 0 {
+            return Err(TimingError::ZeroCount);
+        }
+        let stream = &self.gpu.stream;
+        for i in 0..cfg.warmup.max(1) * count.min(16) {
+            run(stream, i)?;
+        }
+        stream.synchronize()?;
+        let started = Instant::now();
+        let mut samples = Vec::with_capacity(cfg.min_samples);
+        while !cfg.should_stop(&samples, started.elapsed()) {
+            self.start.record(stream)?;
+            for i in 0..count {
+                run(stream, i)?;
+            }
+            self.end.record(stream)?;
+            self.end.synchronize()?;
+            samples.push(self.start.elapsed_ms(&self.end)? as f64 * 1e3 / count as f64);
+        }
+        Ok(Summary::from_samples(&samples)?)
+    }
+
+    /// How many launches a batched sample of a kernel that takes `single_us` needs to last
+    /// about `target_us` (at least 1, at most 10 000).
+    pub fn batch_count(single_us: f64, target_us: f64) -> usize {
+        if !(single_us.is_finite() && single_us > 0.0) {
+            return 1;
+        }
+        ((target_us / single_us).ceil() as usize).clamp(1, 10_000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_on_spread_or_caps() {
+        let cfg = TimingConfig {
+            min_samples: 3,
+            max_samples: 6,
+            target_spread: 0.02,
+            warmup: 0,
+            max_wall: Duration::from_secs(10),
+            flush_l2: false,
+        };
+        assert!(
+            !cfg.should_stop(&[1.0, 1.0], Duration::ZERO),
+            "below min_samples"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 1.0, 1.0], Duration::ZERO),
+            "zero spread"
+        );
+        assert!(
+            !cfg.should_stop(&[1.0, 2.0, 3.0], Duration::ZERO),
+            "spread too large"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 2.0, 3.0], Duration::from_secs(11)),
+            "wall cap"
+        );
+        assert!(
+            cfg.should_stop(&[1.0, 2.0, 3.0, 1.0, 2.0, 3.0], Duration::ZERO),
+            "sample cap"
+        );
+    }
+
+    #[test]
+    fn batch_counts_are_bounded() {
+        assert_eq!(Timer::batch_count(2.0, 100.0), 50);
+        assert_eq!(Timer::batch_count(500.0, 100.0), 1);
+        assert_eq!(Timer::batch_count(0.0, 100.0), 1);
+        assert_eq!(Timer::batch_count(1e-6, 100.0), 10_000);
+    }
+
+    #[test]
+    fn times_a_memset_on_a_real_gpu() {
+        let gpu = match crate::gpu::detect() {
+            Ok(g) => g,
+            Err(e) => {
+                eprintln!("SKIP times_a_memset_on_a_real_gpu: {e}");
+                return;
+            }
+        };
+        let mut t = Timer::new(&gpu).unwrap();
+        let mut buf = gpu.device.alloc(64 << 20, &gpu.stream).unwrap();
+        let s = t
+            .time(&TimingConfig::quick(), |st, i| buf.fill_u8(i as u8, st))
+            .unwrap();
+        assert!(s.samples >= 5 && s.median_us > 0.0, "{s:?}");
+        let b = t
+            .time_batched(&TimingConfig::quick(), 8, |st, i| buf.fill_u8(i as u8, st))
+            .unwrap();
+        assert!(b.median_us > 0.0 && b.p20_us <= b.p80_us, "{b:?}");
+    }
+}

@@ -1,0 +1,558 @@
+//! GPU correctness of the softmax / LayerNorm / RMSNorm kernels (skips without a device or
+//! NVRTC).
+//!
+//! For every op (with and without affine parameters and the fused residual), dtype and several
+//! thread mappings (sub-warp, warp, multi-warp and 1024-thread rows; register-cached and
+//! looped), one kernel is built and run over every row length it accepts among
+//! 1, 3, 63, 64, 1000, 3072, 4097 and 65536 (row length is a run-time argument). Inputs are
+//! fresh random values; rows 0..4 carry NaN, +Inf, -Inf and (softmax) an all -Inf row. Outputs
+//! are poisoned (0xFF) inside guard bytes, every element is compared with the f64 reference and
+//! the guards must be untouched. Offsetting every base pointer by one element forces the scalar
+//! path. One `PASS` / `FAIL` line per case.
+//!
+//! `RTX_MEM_BENCH=1` also times softmax / LayerNorm / RMSNorm on 16384 x 3072 bf16 (printed).
+
+use half::{bf16, f16};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use rtx_runtime::{Device, DeviceBuffer, Event, Stream};
+use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::templates::elementwise::reference::compare;
+use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
+use rtx_synthesis::templates::reduce::reference::{row_reduce_f64, RowInputs};
+use rtx_synthesis::templates::reduce::{
+    RowBuffers, RowConfig, RowOp, RowProblem, RowReduceKernel, RowReduceTemplate, RowStrategy,
+};
+use rtx_synthesis::templates::Template;
+use rtx_synthesis::{Arch, DType};
+
+const GUARD: usize = 64;
+const COLS: [u32; 8] = [1, 3, 63, 64, 1000, 3072, 4097, 65536];
+
+fn gpu_or_skip(test: &str) -> Option<(Device, Stream)> {
+    if Device::count() == 0 {
+        println!("SKIP {test}: no CUDA device");
+        return None;
+    }
+    if let Err(e) = Toolchain::get() {
+        println!("SKIP {test}: {e}");
+        assert!(
+            std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+            "RTX_REQUIRE_NVRTC is set but: {e}"
+        );
+        return None;
+    }
+    let dev = Device::open(0).expect("a device is present but cannot be opened");
+    let stream = dev.new_stream().expect("stream");
+    Some((dev, stream))
+}
+
+struct HostTensor {
+    bytes: Vec<u8>,
+    vals: Vec<f64>,
+}
+
+fn encode(dtype: DType, x: &[f32]) -> HostTensor {
+    let mut bytes = Vec::with_capacity(x.len() * dtype.size_bytes());
+    let mut vals = Vec::with_capacity(x.len());
+    for &v in x {
+        match dtype {
+            DType::F16 => {
+                let h = f16::from_f32(v);
+                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
+                vals.push(h.to_f64());
+            }
+            DType::Bf16 => {
+                let h = bf16::from_f32(v);
+                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
+                vals.push(h.to_f64());
+            }
+            DType::F32 | DType::Tf32 => {
+                bytes.extend_from_slice(&v.to_le_bytes());
+                vals.push(v as f64);
+            }
+        }
+    }
+    HostTensor { bytes, vals }
+}
+
+fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    match dtype {
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        DType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        DType::F32 | DType::Tf32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+    }
+}
+
+fn upload_at(dev: &Device, s: &Stream, t: &HostTensor, offset: usize) -> DeviceBuffer {
+    let mut host = vec![0u8; offset];
+    host.extend_from_slice(&t.bytes);
+    host.extend(std::iter::repeat_n(0u8, GUARD));
+    let mut b = dev.alloc(host.len(), s).expect("alloc input");
+    b.upload(&host, s).expect("upload");
+    b
+}
+
+fn poisoned(dev: &Device, s: &Stream, bytes: usize, offset: usize) -> DeviceBuffer {
+    let mut b = dev.alloc(offset + bytes + GUARD, s).expect("alloc output");
+    b.fill_u8(0xFF, s).expect("poison");
+    b
+}
+
+fn read_back(
+    b: &DeviceBuffer,
+    s: &Stream,
+    dtype: DType,
+    offset: usize,
+    n: usize,
+) -> Result<Vec<f64>, String> {
+    let all: Vec<u8> = b.download(s).map_err(|e| format!("download: {e}"))?;
+    let end = offset + n * dtype.size_bytes();
+    if let Some(i) = all[..offset]
+        .iter()
+        .chain(&all[end..])
+        .position(|&x| x != 0xFF)
+    {
+        return Err(format!("guard byte {i} outside the tensor was overwritten"));
+    }
+    Ok(decode(dtype, &all[offset..end]))
+}
+
+/// The ops under test.
+fn problems(dtype: DType) -> Vec<RowProblem> {
+    vec![
+        RowProblem::softmax(1, 1, dtype),
+        RowProblem::layernorm(1, 1, dtype, true, true, 1e-5),
+        RowProblem::layernorm(1, 1, dtype, false, false, 1e-5),
+        RowProblem::rmsnorm(1, 1, dtype, true, 1e-6),
+        RowProblem::layernorm(1, 1, dtype, true, true, 1e-5).with_residual(),
+        RowProblem::rmsnorm(1, 1, dtype, true, 1e-6).with_residual(),
+    ]
+}
+
+/// Thread mappings under test for one problem; each is paired with the longest row it takes.
+fn configs(p: &RowProblem) -> Vec<RowConfig> {
+    let v = (16 / p.dtype.size_bytes()) as u32;
+    let regs = |tpr: u32, rpb: u32, cols: u32| RowConfig {
+        vec: v,
+        threads_per_row: tpr,
+        rows_per_block: rpb,
+        strategy: RowStrategy::Registers {
+            chunks: cols.div_ceil(tpr * v),
+        },
+    };
+    let mut c = vec![
+        // Sub-warp rows (4 threads), several rows per warp.
+        regs(4, 64, 64),
+        // Warp per row.
+        regs(32, 4, 1000),
+        // The default for 3072 (multi-warp row).
+        RowReduceTemplate.default_config(
+            &RowProblem {
+                cols: 3072,
+                rows: 1024,
+                ..*p
+            },
+            Arch::Sm90a,
+        ),
+        // Three warps per row, two rows per block.
+        regs(96, 2, 4097),
+        // 1024 threads per row.
+        regs(1024, 1, 4097),
+        // Looped: warp per row, and 512 threads per row.
+        RowConfig {
+            vec: v,
+            threads_per_row: 32,
+            rows_per_block: 8,
+            strategy: RowStrategy::Looped { unroll: 2 },
+        },
+        RowConfig {
+            vec: v,
+            threads_per_row: 512,
+            rows_per_block: 1,
+            strategy: RowStrategy::Looped { unroll: 2 },
+        },
+        // Scalar-only vector width.
+        RowConfig {
+            vec: 1,
+            threads_per_row: 128,
+            rows_per_block: 2,
+            strategy: RowStrategy::Looped { unroll: 4 },
+        },
+    ];
+    c.dedup();
+    c
+}
+
+fn rows_for(cols: u32) -> u32 {
+    ((1u32 << 21) / cols).clamp(5, 257)
+}
+
+/// Input values: row r is offset by (r % 3) * 4 so LayerNorm sees shifted means; rows 0..4 get
+/// NaN / +Inf / -Inf / an all -Inf row (softmax).
+fn gen_x(rng: &mut SmallRng, p: &RowProblem) -> Vec<f32> {
+    let (rows, cols) = (p.rows as usize, p.cols as usize);
+    let mut x: Vec<f32> = (0..rows * cols)
+        .map(|i| rng.random_range(-3.0f32..3.0) + ((i / cols) % 3) as f32 * 4.0)
+        .collect();
+    if rows >= 5 {
+        let at = |r: usize, rng: &mut SmallRng| r * cols + rng.random_range(0..cols);
+        let i = at(0, rng);
+        x[i] = f32::NAN;
+        let i = at(1, rng);
+        x[i] = f32::INFINITY;
+        let i = at(2, rng);
+        x[i] = f32::NEG_INFINITY;
+        if p.op == RowOp::Softmax {
+            x[3 * cols..4 * cols]
+                .iter_mut()
+                .for_each(|v| *v = f32::NEG_INFINITY);
+        }
+    }
+    x
+}
+
+fn run_one(
+    dev: &Device,
+    s: &Stream,
+    k: &RowReduceKernel,
+    rows: u32,
+    cols: u32,
+    off_elems: usize,
+    rng: &mut SmallRng,
+) -> Result<f64, String> {
+    let p = RowProblem {
+        rows,
+        cols,
+        ..k.problem
+    };
+    let d = p.dtype;
+    let off = off_elems * d.size_bytes();
+    let n = rows as usize * cols as usize;
+    let x = encode(d, &gen_x(rng, &p));
+    let r = p.residual.then(|| {
+        encode(
+            d,
+            &(0..n)
+                .map(|_| rng.random_range(-1.0f32..1.0))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let w = p.op.has_weight().then(|| {
+        encode(
+            d,
+            &(0..cols)
+                .map(|_| rng.random_range(0.5f32..1.5))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let b = p.op.has_bias().then(|| {
+        encode(
+            d,
+            &(0..cols)
+                .map(|_| rng.random_range(-0.5f32..0.5))
+                .collect::<Vec<_>>(),
+        )
+    });
+    let want = row_reduce_f64(
+        &p,
+        &RowInputs {
+            x: &x.vals,
+            residual: r.as_ref().map(|t| &t.vals[..]),
+            weight: w.as_ref().map(|t| &t.vals[..]),
+            bias: b.as_ref().map(|t| &t.vals[..]),
+        },
+    )
+    .map_err(|e| format!("reference: {e}"))?;
+    let xb = upload_at(dev, s, &x, off);
+    let rb = r.as_ref().map(|t| upload_at(dev, s, t, off));
+    let wb = w.as_ref().map(|t| upload_at(dev, s, t, off));
+    let bb = b.as_ref().map(|t| upload_at(dev, s, t, off));
+    let mut yb = poisoned(dev, s, n * d.size_bytes(), off);
+    let mut hb = p
+        .residual
+        .then(|| poisoned(dev, s, n * d.size_bytes(), off));
+    let bufs = RowBuffers {
+        x: DeviceSlice::at(&xb, off),
+        residual: rb.as_ref().map(|b| DeviceSlice::at(b, off)),
+        weight: wb.as_ref().map(|b| DeviceSlice::at(b, off)),
+        bias: bb.as_ref().map(|b| DeviceSlice::at(b, off)),
+        y: DeviceSliceMut::at(&mut yb, off),
+        residual_out: hb.as_mut().map(|b| DeviceSliceMut::at(b, off)),
+    };
+    k.launch_shape(s, bufs, rows, cols)
+        .map_err(|e| format!("launch: {e}"))?;
+    s.synchronize().map_err(|e| format!("kernel: {e}"))?;
+    let tol = d.rel_tolerance();
+    // Softmax outputs are probabilities (relative error down to f16's smallest normal); norm
+    // outputs are O(1) (error relative to max(|want|, 0.1)).
+    let floor = match (p.op, d) {
+        (RowOp::Softmax, DType::F16) => 6.1e-5,
+        (RowOp::Softmax, _) => 1e-30,
+        _ => 0.1,
+    };
+    let got = read_back(&yb, s, d, off, n).map_err(|e| format!("y: {e}"))?;
+    let worst = compare(&got, &want.y, d, tol, floor).map_err(|m| {
+        format!(
+            "y ({}, {}): {m}",
+            m.index / cols as usize,
+            m.index % cols as usize
+        )
+    })?;
+    if let (Some(hb), Some(h)) = (&hb, &want.residual_out) {
+        let got = read_back(hb, s, d, off, n).map_err(|e| format!("residual_out: {e}"))?;
+        compare(&got, h, d, tol, 1e-3).map_err(|m| {
+            format!(
+                "residual_out ({}, {}): {m}",
+                m.index / cols as usize,
+                m.index % cols as usize
+            )
+        })?;
+    }
+    Ok(worst)
+}
+
+struct Case {
+    name: String,
+    problem: RowProblem,
+    config: RowConfig,
+}
+
+fn build_cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    for d in [DType::F32, DType::F16, DType::Bf16] {
+        for p in problems(d) {
+            for c in configs(&p) {
+                // Build for the longest accepted row among COLS.
+                let Some(&cols) = COLS.iter().rev().find(|&&cols| {
+                    RowReduceTemplate
+                        .check(&RowProblem { cols, rows: 1, ..p }, &c, Arch::Sm90a)
+                        .is_ok()
+                }) else {
+                    continue;
+                };
+                let problem = RowProblem {
+                    cols,
+                    rows: rows_for(cols),
+                    ..p
+                };
+                let name = RowReduceTemplate::entry_name(&problem, &c);
+                cases.push(Case {
+                    name,
+                    problem,
+                    config: c,
+                });
+            }
+        }
+    }
+    cases
+}
+
+#[test]
+fn case_list_is_valid() {
+    let cases = build_cases();
+    assert!(cases.len() >= 6 * 3 * 6, "{} cases", cases.len());
+    for c in &cases {
+        RowReduceTemplate
+            .check(&c.problem, &c.config, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        // Every mapping reaches at least the short rows.
+        assert!(
+            c.problem.cols >= 63 || c.config.threads_per_row <= 4,
+            "{}: only {} cols",
+            c.name,
+            c.problem.cols
+        );
+    }
+    for strategy in ["_r", "_l"] {
+        assert!(cases.iter().any(|c| c.name.contains(strategy)));
+    }
+}
+
+#[test]
+fn row_kernels_match_the_f64_reference() {
+    let Some((dev, s)) = gpu_or_skip("row_kernels_match_the_f64_reference") else {
+        return;
+    };
+    let filter = std::env::var("RTX_ROW_CASE").ok();
+    let cases: Vec<Case> = build_cases()
+        .into_iter()
+        .filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str())))
+        .collect();
+    let kernels: Vec<Result<RowReduceKernel, String>> = cases
+        .par_iter()
+        .map(|c| {
+            RowReduceKernel::build(&dev, &c.problem, &c.config).map_err(|e| format!("build: {e}"))
+        })
+        .collect();
+    let mut rng = SmallRng::seed_from_u64(1234);
+    let mut failures = 0;
+    for (c, k) in cases.iter().zip(&kernels) {
+        let k = match k {
+            Ok(k) => k,
+            Err(e) => {
+                println!("FAIL {}: {e}", c.name);
+                failures += 1;
+                continue;
+            }
+        };
+        for &cols in COLS.iter().filter(|&&cols| cols <= c.problem.cols) {
+            let rows = rows_for(cols);
+            let offsets: &[usize] = if cols == 3072 || cols == 1000 {
+                &[0, 1]
+            } else {
+                &[0]
+            };
+            for &off in offsets {
+                let name = format!("{} {rows}x{cols} offset{off}", c.name);
+                match run_one(&dev, &s, k, rows, cols, off, &mut rng) {
+                    Ok(worst) => println!("PASS {name}: worst scaled error {worst:.2e}"),
+                    Err(e) => {
+                        println!("FAIL {name}: {e}");
+                        failures += 1;
+                        if e.starts_with("kernel:") {
+                            panic!("{name}: the context is unusable after a kernel fault: {e}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(
+        failures, 0,
+        "{failures} row case(s) failed (see FAIL lines)"
+    );
+}
+
+#[test]
+fn launch_refuses_rows_beyond_register_capacity() {
+    let Some((dev, s)) = gpu_or_skip("launch_refuses_rows_beyond_register_capacity") else {
+        return;
+    };
+    let p = RowProblem::softmax(4, 256, DType::F32);
+    let c = RowConfig {
+        vec: 4,
+        threads_per_row: 32,
+        rows_per_block: 4,
+        strategy: RowStrategy::Registers { chunks: 2 },
+    };
+    let k = RowReduceKernel::build(&dev, &p, &c).expect("build");
+    let x = dev.alloc(4 * 512 * 4, &s).unwrap();
+    let mut y = dev.alloc(4 * 512 * 4, &s).unwrap();
+    let bufs = RowBuffers {
+        x: DeviceSlice::whole(&x),
+        residual: None,
+        weight: None,
+        bias: None,
+        y: DeviceSliceMut::whole(&mut y),
+        residual_out: None,
+    };
+    let err = k.launch_shape(&s, bufs, 4, 512).unwrap_err();
+    assert!(err.to_string().contains("capacity"), "{err}");
+    println!("PASS launch_refuses_rows_beyond_register_capacity");
+}
+
+#[test]
+fn bench_rows_bandwidth() {
+    if std::env::var_os("RTX_MEM_BENCH").is_none() {
+        return;
+    }
+    let Some((dev, s)) = gpu_or_skip("bench_rows_bandwidth") else {
+        return;
+    };
+    let (rows, cols) = (16384u32, 3072u32);
+    let d = DType::Bf16;
+    for base in [
+        RowProblem::softmax(rows, cols, d),
+        RowProblem::layernorm(rows, cols, d, true, true, 1e-5),
+        RowProblem::rmsnorm(rows, cols, d, true, 1e-6),
+        RowProblem::layernorm(rows, cols, d, true, true, 1e-5).with_residual(),
+    ] {
+        let mut rng = SmallRng::seed_from_u64(3);
+        let n = rows as usize * cols as usize;
+        let t = encode(
+            d,
+            &(0..n)
+                .map(|_| rng.random_range(-3.0f32..3.0))
+                .collect::<Vec<_>>(),
+        );
+        let v = encode(
+            d,
+            &(0..cols)
+                .map(|_| rng.random_range(0.5f32..1.5))
+                .collect::<Vec<_>>(),
+        );
+        let (xb, rb, wb, bb) = (
+            upload_at(&dev, &s, &t, 0),
+            upload_at(&dev, &s, &t, 0),
+            upload_at(&dev, &s, &v, 0),
+            upload_at(&dev, &s, &v, 0),
+        );
+        let mut yb = dev.alloc(n * 2, &s).unwrap();
+        let mut hb = dev.alloc(n * 2, &s).unwrap();
+        let def = RowReduceTemplate.default_config(&base, Arch::Sm90a);
+        let mut cands = vec![def];
+        cands.extend(
+            RowReduceTemplate
+                .valid_space(&base, Arch::Sm90a)
+                .into_iter()
+                .filter(|c| c.vec == 8 && c.block_threads() >= 128)
+                .take(24),
+        );
+        for c in cands {
+            let k = RowReduceKernel::build(&dev, &base, &c).expect("build");
+            let launch = |yb: &mut DeviceBuffer, hb: &mut DeviceBuffer| {
+                k.launch(&s, bufs_with(&xb, &rb, &wb, &bb, yb, hb, &base))
+                    .unwrap()
+            };
+            launch(&mut yb, &mut hb);
+            let (a, e) = (Event::new(&dev).unwrap(), Event::new(&dev).unwrap());
+            a.record(&s).unwrap();
+            let iters = 20;
+            for _ in 0..iters {
+                launch(&mut yb, &mut hb);
+            }
+            e.record(&s).unwrap();
+            e.synchronize().unwrap();
+            let ms = a.elapsed_ms(&e).unwrap() as f64 / iters as f64;
+            let gbs = base.bytes_moved() as f64 / (ms * 1e-3) / 1e9;
+            println!(
+                "BENCH {:?} res={} {d} {rows}x{cols} {c:?}: {ms:.3} ms, {gbs:.0} GB/s",
+                base.op, base.residual
+            );
+        }
+    }
+}
+
+fn bufs_with<'a>(
+    xb: &'a DeviceBuffer,
+    rb: &'a DeviceBuffer,
+    wb: &'a DeviceBuffer,
+    bb: &'a DeviceBuffer,
+    yb: &'a mut DeviceBuffer,
+    hb: &'a mut DeviceBuffer,
+    p: &RowProblem,
+) -> RowBuffers<'a> {
+    RowBuffers {
+        x: DeviceSlice::whole(xb),
+        residual: p.residual.then(|| DeviceSlice::whole(rb)),
+        weight: p.op.has_weight().then(|| DeviceSlice::whole(wb)),
+        bias: p.op.has_bias().then(|| DeviceSlice::whole(bb)),
+        y: DeviceSliceMut::whole(yb),
+        residual_out: if p.residual {
+            Some(DeviceSliceMut::whole(hb))
+        } else {
+            None
+        },
+    }
+}
