@@ -9,7 +9,8 @@
 //!
 //! `emulated_on_the_host_cpu` runs the same cases (the shorter shapes) through the host
 //! emulator (`host_emulation`: g++ and CPU fibers), so the kernels' indexing, tails, alignment
-//! dispatch and NaN handling are checked on machines without a GPU too.
+//! dispatch and NaN handling are checked on machines without a GPU too (f32 and bf16 by
+//! default; `RTX_EMU_FULL=1` adds f16).
 //!
 //! `RTX_MEM_BENCH=1` also times the 8-op chain over >= 256 MiB (printed, not asserted).
 
@@ -22,9 +23,7 @@ use rtx_synthesis::aot::Toolchain;
 use rtx_synthesis::templates::elementwise::expr::{
     Broadcast, ExprGraph, GraphBuilder, Node, UnaryOp, ValueRef,
 };
-use rtx_synthesis::templates::elementwise::host_emulation::{
-    compile_and_run, host_compiler, host_program,
-};
+use rtx_synthesis::templates::elementwise::host_emulation::{host_compiler, run_units};
 use rtx_synthesis::templates::elementwise::presets::{bias_gelu, chain8, silu_gate, GeluForm};
 use rtx_synthesis::templates::elementwise::reference::{compare, elementwise_f64};
 use rtx_synthesis::templates::elementwise::{
@@ -710,27 +709,23 @@ fn bench_chain8_bandwidth() {
     }
 }
 
-/// C++ spelling of a 32-bit float (exact bits).
-fn cpp_f32(v: f32) -> String {
-    format!("__uint_as_float(0x{:08x}u)", v.to_bits())
-}
-
 #[test]
 fn emulated_on_the_host_cpu() {
     if let Err(e) = host_compiler() {
         println!("SKIP emulated_on_the_host_cpu: {e}");
         return;
     }
-    let _ = cpp_f32;
     let filter = std::env::var("RTX_EW_CASE").ok();
+    // By default f32 and bf16 (f16 differs only in its conversions); RTX_EMU_FULL=1 runs all.
+    let full = std::env::var_os("RTX_EMU_FULL").is_some() || filter.is_some();
     let cases: Vec<Case> = build_cases()
         .into_iter()
         .filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str())))
+        .filter(|c| full || !c.name.contains("_f16"))
         .collect();
     let dir = tempfile::tempdir().expect("temp dir");
     let mut rng = SmallRng::seed_from_u64(43);
-    let mut kernels = Vec::new();
-    let mut main = String::new();
+    let mut units = Vec::new();
     // (case index, prepared data, job name, output files)
     let mut jobs: Vec<(usize, Prepared, String, Vec<std::path::PathBuf>)> = Vec::new();
     for (ci, c) in cases.iter().enumerate() {
@@ -742,6 +737,7 @@ fn emulated_on_the_host_cpu() {
             .emit(&p0, &cfg, Arch::Sm90a)
             .expect("emit");
         let ns = format!("k{ci}");
+        let mut main = String::new();
         for &(rows, cols) in c
             .shapes
             .iter()
@@ -804,10 +800,15 @@ fn emulated_on_the_host_cpu() {
                 ));
             }
         }
-        kernels.push((ns, src));
+        units.push((ns, src, main));
     }
-    let program = host_program(&kernels, &main);
-    compile_and_run(&program, dir.path(), "ew_emu").unwrap_or_else(|e| panic!("{e}"));
+    let (n_kernels, t0) = (units.len(), std::time::Instant::now());
+    run_units(units, dir.path(), "ew_emu").unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "emulator: {n_kernels} kernels, {} jobs in {:?}",
+        jobs.len(),
+        t0.elapsed()
+    );
     let mut failures = 0;
     for (ci, prep, name, outs) in &jobs {
         let bytes: Vec<Vec<u8>> = outs

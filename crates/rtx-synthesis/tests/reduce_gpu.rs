@@ -10,6 +10,11 @@
 //! the guards must be untouched. Offsetting every base pointer by one element forces the scalar
 //! path. One `PASS` / `FAIL` line per case.
 //!
+//! `emulated_on_the_host_cpu` runs every kernel of the list through the host emulator
+//! (`host_emulation`: g++ and CPU fibers with lockstep shuffles / barriers) on short batches
+//! of rows, so indexing, masking, the reductions and NaN/Inf handling are checked without a GPU
+//! (a representative subset by default; `RTX_EMU_FULL=1` runs every kernel).
+//!
 //! `RTX_MEM_BENCH=1` also times softmax / LayerNorm / RMSNorm on 16384 x 3072 bf16 (printed).
 
 use half::{bf16, f16};
@@ -18,6 +23,7 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use rtx_runtime::{Device, DeviceBuffer, Event, Stream};
 use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::templates::elementwise::host_emulation::{host_compiler, run_units};
 use rtx_synthesis::templates::elementwise::reference::compare;
 use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
 use rtx_synthesis::templates::reduce::reference::{row_reduce_f64, RowInputs};
@@ -109,15 +115,15 @@ fn poisoned(dev: &Device, s: &Stream, bytes: usize, offset: usize) -> DeviceBuff
     b
 }
 
-fn read_back(
-    b: &DeviceBuffer,
-    s: &Stream,
-    dtype: DType,
-    offset: usize,
-    n: usize,
-) -> Result<Vec<f64>, String> {
-    let all: Vec<u8> = b.download(s).map_err(|e| format!("download: {e}"))?;
+/// Checks the guard bytes around a tensor of `n` elements at byte `offset`, decodes it.
+fn unguard(all: &[u8], dtype: DType, offset: usize, n: usize) -> Result<Vec<f64>, String> {
     let end = offset + n * dtype.size_bytes();
+    if all.len() < end {
+        return Err(format!(
+            "output holds {} bytes, expected at least {end}",
+            all.len()
+        ));
+    }
     if let Some(i) = all[..offset]
         .iter()
         .chain(&all[end..])
@@ -222,22 +228,31 @@ fn gen_x(rng: &mut SmallRng, p: &RowProblem) -> Vec<f32> {
     x
 }
 
-fn run_one(
-    dev: &Device,
-    s: &Stream,
-    k: &RowReduceKernel,
+/// Inputs and reference outputs of one (kernel, shape, offset).
+struct Prepared {
+    p: RowProblem,
+    off: usize,
+    x: HostTensor,
+    r: Option<HostTensor>,
+    w: Option<HostTensor>,
+    b: Option<HostTensor>,
+    want_y: Vec<f64>,
+    want_h: Option<Vec<f64>>,
+}
+
+fn prepare(
+    base: &RowProblem,
     rows: u32,
     cols: u32,
     off_elems: usize,
     rng: &mut SmallRng,
-) -> Result<f64, String> {
+) -> Result<Prepared, String> {
     let p = RowProblem {
         rows,
         cols,
-        ..k.problem
+        ..*base
     };
     let d = p.dtype;
-    let off = off_elems * d.size_bytes();
     let n = rows as usize * cols as usize;
     let x = encode(d, &gen_x(rng, &p));
     let r = p.residual.then(|| {
@@ -274,14 +289,82 @@ fn run_one(
         },
     )
     .map_err(|e| format!("reference: {e}"))?;
-    let xb = upload_at(dev, s, &x, off);
-    let rb = r.as_ref().map(|t| upload_at(dev, s, t, off));
-    let wb = w.as_ref().map(|t| upload_at(dev, s, t, off));
-    let bb = b.as_ref().map(|t| upload_at(dev, s, t, off));
+    Ok(Prepared {
+        p,
+        off: off_elems * d.size_bytes(),
+        x,
+        r,
+        w,
+        b,
+        want_y: want.y,
+        want_h: want.residual_out,
+    })
+}
+
+/// Checks y (and residual_out) given their raw bytes with guards.
+fn check(pr: &Prepared, y: &[u8], h: Option<&[u8]>) -> Result<f64, String> {
+    let p = &pr.p;
+    let d = p.dtype;
+    let (n, cols) = (p.rows as usize * p.cols as usize, p.cols as usize);
+    let tol = d.rel_tolerance();
+    // Softmax outputs are probabilities (relative error down to f16's smallest normal); norm
+    // outputs are O(1) (error relative to max(|want|, 1)).
+    let floor: f64 = match (p.op, d) {
+        (RowOp::Softmax, DType::F16) => 6.1e-5,
+        (RowOp::Softmax, _) => 1e-30,
+        _ => 1.0,
+    };
+    let got = unguard(y, d, pr.off, n).map_err(|e| format!("y: {e}"))?;
+    // LayerNorm's (x - mean) cancels: f32 rounding of x and mean, scaled by rstd, bounds its
+    // error, so each row's floor grows with max|x| * rstd (large for nearly constant rows).
+    let src: &[f64] = pr.want_h.as_deref().unwrap_or(&pr.x.vals);
+    let wmax =
+        pr.w.as_ref()
+            .map_or(1.0, |w| w.vals.iter().fold(0.0f64, |a, v| a.max(v.abs())));
+    let mut worst = 0.0f64;
+    for r in 0..p.rows as usize {
+        let row = r * cols..(r + 1) * cols;
+        let row_floor = if let RowOp::LayerNorm { .. } = p.op {
+            let xs = &src[row.clone()];
+            let mean = xs.iter().sum::<f64>() / cols as f64;
+            let var = xs.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / cols as f64;
+            let amax = xs.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            floor.max(amax / (var + p.eps as f64).sqrt() * wmax)
+        } else {
+            floor
+        };
+        let e = compare(&got[row.clone()], &pr.want_y[row], d, tol, row_floor)
+            .map_err(|m| format!("y ({r}, {}): {m} (row floor {row_floor:.3e})", m.index))?;
+        worst = worst.max(e);
+    }
+    if let Some(want_h) = &pr.want_h {
+        let h = h.ok_or("residual_out missing")?;
+        let got = unguard(h, d, pr.off, n).map_err(|e| format!("residual_out: {e}"))?;
+        compare(&got, want_h, d, tol, 1e-3)
+            .map_err(|m| format!("residual_out ({}, {}): {m}", m.index / cols, m.index % cols))?;
+    }
+    Ok(worst)
+}
+
+fn run_one(
+    dev: &Device,
+    s: &Stream,
+    k: &RowReduceKernel,
+    rows: u32,
+    cols: u32,
+    off_elems: usize,
+    rng: &mut SmallRng,
+) -> Result<f64, String> {
+    let pr = prepare(&k.problem, rows, cols, off_elems, rng)?;
+    let (d, off, n) = (pr.p.dtype, pr.off, rows as usize * cols as usize);
+    let xb = upload_at(dev, s, &pr.x, off);
+    let rb = pr.r.as_ref().map(|t| upload_at(dev, s, t, off));
+    let wb = pr.w.as_ref().map(|t| upload_at(dev, s, t, off));
+    let bb = pr.b.as_ref().map(|t| upload_at(dev, s, t, off));
     let mut yb = poisoned(dev, s, n * d.size_bytes(), off);
-    let mut hb = p
-        .residual
-        .then(|| poisoned(dev, s, n * d.size_bytes(), off));
+    let mut hb =
+        pr.p.residual
+            .then(|| poisoned(dev, s, n * d.size_bytes(), off));
     let bufs = RowBuffers {
         x: DeviceSlice::at(&xb, off),
         residual: rb.as_ref().map(|b| DeviceSlice::at(b, off)),
@@ -293,33 +376,12 @@ fn run_one(
     k.launch_shape(s, bufs, rows, cols)
         .map_err(|e| format!("launch: {e}"))?;
     s.synchronize().map_err(|e| format!("kernel: {e}"))?;
-    let tol = d.rel_tolerance();
-    // Softmax outputs are probabilities (relative error down to f16's smallest normal); norm
-    // outputs are O(1) (error relative to max(|want|, 0.1)).
-    let floor = match (p.op, d) {
-        (RowOp::Softmax, DType::F16) => 6.1e-5,
-        (RowOp::Softmax, _) => 1e-30,
-        _ => 0.1,
+    let y: Vec<u8> = yb.download(s).map_err(|e| format!("download: {e}"))?;
+    let h: Option<Vec<u8>> = match &hb {
+        Some(b) => Some(b.download(s).map_err(|e| format!("download: {e}"))?),
+        None => None,
     };
-    let got = read_back(&yb, s, d, off, n).map_err(|e| format!("y: {e}"))?;
-    let worst = compare(&got, &want.y, d, tol, floor).map_err(|m| {
-        format!(
-            "y ({}, {}): {m}",
-            m.index / cols as usize,
-            m.index % cols as usize
-        )
-    })?;
-    if let (Some(hb), Some(h)) = (&hb, &want.residual_out) {
-        let got = read_back(hb, s, d, off, n).map_err(|e| format!("residual_out: {e}"))?;
-        compare(&got, h, d, tol, 1e-3).map_err(|m| {
-            format!(
-                "residual_out ({}, {}): {m}",
-                m.index / cols as usize,
-                m.index % cols as usize
-            )
-        })?;
-    }
-    Ok(worst)
+    check(&pr, &y, h.as_deref())
 }
 
 struct Case {
@@ -555,4 +617,163 @@ fn bufs_with<'a>(
             None
         },
     }
+}
+
+/// The cases the emulator runs by default (all with `RTX_EMU_FULL=1`): f32 and bf16 (f16
+/// differs from bf16 only in its conversions), every op, a spread of thread mappings.
+fn emu_default_subset(c: &Case) -> bool {
+    let cfg = &c.config;
+    let mapping = match (cfg.strategy, cfg.threads_per_row) {
+        (RowStrategy::Registers { .. }, 4 | 96 | 1024) => true,
+        (RowStrategy::Looped { .. }, 32) => true,
+        (RowStrategy::Looped { .. }, _) => cfg.vec == 1,
+        _ => false,
+    };
+    c.problem.dtype != DType::F16 && mapping
+}
+
+fn emu_rows(cols: u32) -> u32 {
+    match cols {
+        0..=64 => 70,
+        65..=4097 => 9,
+        _ => 5,
+    }
+}
+
+#[test]
+fn emulated_on_the_host_cpu() {
+    if let Err(e) = host_compiler() {
+        println!("SKIP emulated_on_the_host_cpu: {e}");
+        return;
+    }
+    let filter = std::env::var("RTX_ROW_CASE").ok();
+    let full = std::env::var_os("RTX_EMU_FULL").is_some();
+    let cases: Vec<Case> = build_cases()
+        .into_iter()
+        .filter(|c| filter.as_ref().is_none_or(|f| c.name.contains(f.as_str())))
+        .filter(|c| full || filter.is_some() || emu_default_subset(c))
+        .collect();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut rng = SmallRng::seed_from_u64(4321);
+    let mut units = Vec::new();
+    let mut jobs: Vec<(
+        Prepared,
+        String,
+        std::path::PathBuf,
+        Option<std::path::PathBuf>,
+    )> = Vec::new();
+    for (ci, c) in cases.iter().enumerate() {
+        let src = RowReduceTemplate
+            .emit(&c.problem, &c.config, Arch::Sm90a)
+            .expect("emit");
+        let ns = format!("k{ci}");
+        let mut main = String::new();
+        for &cols in COLS.iter().filter(|&&cols| cols <= c.problem.cols) {
+            let rows = emu_rows(cols);
+            let offsets: &[usize] = if matches!(cols, 63 | 1000 | 4097) {
+                &[0, 1]
+            } else {
+                &[0]
+            };
+            for &off in offsets {
+                let j = jobs.len();
+                let pr = prepare(&c.problem, rows, cols, off, &mut rng).expect("prepare");
+                let t = pr.p.dtype.cuda_type();
+                let n_bytes = rows as usize * cols as usize * pr.p.dtype.size_bytes();
+                main.push_str("  {\n");
+                let mut args = Vec::new();
+                let input = |name: &str, h: &HostTensor, main: &mut String| {
+                    let mut bytes = vec![0u8; pr.off];
+                    bytes.extend_from_slice(&h.bytes);
+                    bytes.extend(std::iter::repeat_n(0u8, GUARD));
+                    let path = dir.path().join(format!("j{j}_{name}.bin"));
+                    std::fs::write(&path, &bytes).unwrap();
+                    main.push_str(&format!(
+                        "    unsigned char* {name} = rtx_load({:?}, {});\n",
+                        path.display().to_string(),
+                        bytes.len()
+                    ));
+                    format!("(const {t}*)({name} + {})", pr.off)
+                };
+                args.push(input("x", &pr.x, &mut main));
+                let mut names = vec!["x"];
+                for (name, h) in [("r", &pr.r), ("w", &pr.w), ("b", &pr.b)] {
+                    if let Some(h) = h {
+                        args.push(input(name, h, &mut main));
+                        names.push(name);
+                    }
+                }
+                let total = pr.off + n_bytes + GUARD;
+                let ypath = dir.path().join(format!("j{j}_y.bin"));
+                let hpath =
+                    pr.p.residual
+                        .then(|| dir.path().join(format!("j{j}_h.bin")));
+                main.push_str(&format!("    unsigned char* y = rtx_poison({total});\n"));
+                args.push(format!("({t}*)(y + {})", pr.off));
+                if hpath.is_some() {
+                    main.push_str(&format!("    unsigned char* h = rtx_poison({total});\n"));
+                    args.push(format!("({t}*)(h + {})", pr.off));
+                }
+                args.push(format!("{rows}"));
+                args.push(format!("{cols}"));
+                if pr.p.op.is_norm() {
+                    args.push(format!("__uint_as_float(0x{:08x}u)", pr.p.eps.to_bits()));
+                }
+                let dims = RowReduceTemplate.launch(&pr.p, &c.config);
+                main.push_str(&format!(
+                    "    rtx_launch({}, {}, [&] {{ {ns}::{}({}); }});\n",
+                    dims.grid[0],
+                    dims.block[0],
+                    src.entry,
+                    args.join(", ")
+                ));
+                main.push_str(&format!(
+                    "    rtx_save({:?}, y, {total});\n",
+                    ypath.display().to_string()
+                ));
+                if let Some(hp) = &hpath {
+                    main.push_str(&format!(
+                        "    rtx_save({:?}, h, {total});\n    free(h);\n",
+                        hp.display().to_string()
+                    ));
+                }
+                main.push_str("    free(y);\n");
+                for name in names {
+                    main.push_str(&format!("    free({name});\n"));
+                }
+                main.push_str("  }\n");
+                jobs.push((
+                    pr,
+                    format!("{} {rows}x{cols} offset{off}", c.name),
+                    ypath,
+                    hpath,
+                ));
+            }
+        }
+        units.push((ns, src, main));
+    }
+    let (n_kernels, t0) = (units.len(), std::time::Instant::now());
+    run_units(units, dir.path(), "row_emu").unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "emulator: {n_kernels} kernels, {} jobs in {:?}",
+        jobs.len(),
+        t0.elapsed()
+    );
+    let mut failures = 0;
+    for (pr, name, ypath, hpath) in &jobs {
+        let y = std::fs::read(ypath).expect("y file");
+        let h = hpath.as_ref().map(|p| std::fs::read(p).expect("h file"));
+        match check(pr, &y, h.as_deref()) {
+            Ok(worst) => println!("PASS emulated {name}: worst scaled error {worst:.2e}"),
+            Err(e) => {
+                println!("FAIL emulated {name}: {e}");
+                failures += 1;
+            }
+        }
+    }
+    assert!(!jobs.is_empty());
+    assert_eq!(
+        failures, 0,
+        "{failures} emulated row case(s) failed (see FAIL lines)"
+    );
 }

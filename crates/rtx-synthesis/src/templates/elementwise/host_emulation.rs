@@ -4,7 +4,7 @@
 //! [`HOST_SHIM`] is a C++17 header that lets the CUDA C++ these templates emit compile with a
 //! host compiler (g++): the storage types and their round-to-nearest-even conversions, `uint2`
 //! / `uint4`, `threadIdx` & co., and a cooperative scheduler that runs every thread of a block
-//! as a `ucontext` fiber. `__syncthreads()` and `__shfl_xor_sync()` are scheduling points; all
+//! as a fiber (a minimal x86-64 context switch). `__syncthreads()` and `__shfl_xor_sync()` are scheduling points; all
 //! threads of a block advance in lockstep rounds from one to the next, and a thread that
 //! finishes while others still wait at a barrier (divergent synchronization) aborts the run.
 //! Blocks run one after another; `__shared__` becomes a function-local `static`.
@@ -26,7 +26,6 @@ pub const HOST_SHIM: &str = r#"// rtx host emulation shim (generated code runs a
 #include <math.h>
 #include <functional>
 #include <vector>
-#include <ucontext.h>
 
 #define __global__
 #define __device__
@@ -67,33 +66,62 @@ static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
   return __nv_bfloat162{__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
 }
 
+// Minimal x86-64 SysV context switch: saves the callee-saved registers on the current stack,
+// stores the stack pointer to *from, loads `to` and restores (ucontext would make a signal-mask
+// system call per switch).
+extern "C" void rtx_switch(void** from, void* to);
+asm(R"(
+.text
+.globl rtx_switch
+.type rtx_switch, @function
+rtx_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+)");
+
 namespace rtxemu {
-struct Fiber { ucontext_t ctx; std::vector<char> stack; bool done; long syncs; };
+struct Fiber { void* sp; std::vector<char> stack; bool done; long syncs; };
 static std::vector<Fiber> fibers;
-static ucontext_t main_ctx;
+static void* main_sp = nullptr;
 static int cur = -1;
 static std::function<void()> body;
-static float slots[1024];
-static const size_t STACK = 256 * 1024;
+static float slots[2][1024];
+static const size_t STACK = 64 * 1024;
 
-static void entry(int i) {
+static void trampoline() {
   body();
-  fibers[i].done = true;
+  fibers[cur].done = true;
+  rtx_switch(&fibers[cur].sp, main_sp);
+  __builtin_trap();
 }
 static void yield() {
   fibers[cur].syncs++;
-  swapcontext(&fibers[cur].ctx, &main_ctx);
+  rtx_switch(&fibers[cur].sp, main_sp);
 }
 static void run_block(unsigned bx, unsigned n) {
   if (fibers.size() < n) fibers.resize(n);
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = fibers[i];
     if (f.stack.size() < STACK) f.stack.resize(STACK);
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack.data();
-    f.ctx.uc_stack.ss_size = f.stack.size();
-    f.ctx.uc_link = &main_ctx;
-    makecontext(&f.ctx, (void (*)())entry, 1, (int)i);
+    uintptr_t top = ((uintptr_t)(f.stack.data() + f.stack.size())) & ~(uintptr_t)15;
+    void** sp = (void**)top;
+    *--sp = nullptr;                 // fake return address of trampoline
+    *--sp = (void*)&trampoline;      // popped by `ret`
+    for (int r = 0; r < 6; ++r) *--sp = nullptr;  // rbp rbx r12 r13 r14 r15
+    f.sp = sp;
     f.done = false;
     f.syncs = 0;
   }
@@ -104,7 +132,7 @@ static void run_block(unsigned bx, unsigned n) {
       if (fibers[i].done) continue;
       cur = (int)i;
       threadIdx.x = i;
-      swapcontext(&main_ctx, &fibers[i].ctx);
+      rtx_switch(&main_sp, fibers[i].sp);
       if (fibers[i].done) ++finished_now; else ++live;
     }
     if (live == 0) return;
@@ -120,14 +148,16 @@ static void run_block(unsigned bx, unsigned n) {
 }  // namespace rtxemu
 
 static inline void __syncthreads() { rtxemu::yield(); }
+// All threads deposit, yield once, then read their partner's value. Consecutive shuffles use
+// alternating slot banks (threads are in lockstep), so a bank is only rewritten after every
+// thread has read it.
 static inline float __shfl_xor_sync(unsigned mask, float v, int o) {
   if (mask != 0xffffffffu || o < 0 || o > 31) { fprintf(stderr, "RTX_EMU bad shuffle\n"); exit(3); }
   const unsigned t = threadIdx.x;
-  rtxemu::slots[t] = v;
+  float* bank = rtxemu::slots[rtxemu::fibers[rtxemu::cur].syncs & 1];
+  bank[t] = v;
   rtxemu::yield();
-  const float r = rtxemu::slots[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
-  rtxemu::yield();
-  return r;
+  return bank[(t & ~31u) | ((t & 31u) ^ (unsigned)o)];
 }
 
 template <class F> static void rtx_launch(unsigned grid, unsigned block, F f) {
@@ -215,8 +245,14 @@ pub enum EmulationError {
     },
 }
 
-/// The host compiler, if `g++ --version` runs.
+/// The host compiler, if `g++ --version` runs (x86-64 hosts only: the fiber switch is x86-64
+/// assembly).
 pub fn host_compiler() -> Result<&'static str, EmulationError> {
+    if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+        return Err(EmulationError::NoCompiler(
+            "the emulator's fiber switch needs x86-64 Linux".into(),
+        ));
+    }
     match std::process::Command::new("g++").arg("--version").output() {
         Ok(o) if o.status.success() => Ok("g++"),
         Ok(o) => Err(EmulationError::NoCompiler(
@@ -226,12 +262,13 @@ pub fn host_compiler() -> Result<&'static str, EmulationError> {
     }
 }
 
-/// Writes `program` to `dir/name.cpp`, builds it with `g++ -std=c++17 -O1` and runs it.
-pub fn compile_and_run(
+/// Writes `program` to `dir/name.cpp` and builds it with `g++ -std=c++17 -O1`; returns the
+/// executable's path.
+pub fn compile_program(
     program: &str,
     dir: &std::path::Path,
     name: &str,
-) -> Result<(), EmulationError> {
+) -> Result<std::path::PathBuf, EmulationError> {
     let cxx = host_compiler()?;
     let src = dir.join(format!("{name}.cpp"));
     let exe = dir.join(name);
@@ -240,7 +277,12 @@ pub fn compile_and_run(
         source,
     })?;
     let out = std::process::Command::new(cxx)
-        .args(["-std=c++17", "-O1", "-w", "-o"])
+        .args([
+            "-std=c++17",
+            std::env::var("RTX_EMU_OPT").as_deref().unwrap_or("-O1"),
+            "-w",
+            "-o",
+        ])
         .arg(&exe)
         .arg(&src)
         .output()
@@ -256,7 +298,12 @@ pub fn compile_and_run(
                 .collect(),
         ));
     }
-    let run = std::process::Command::new(&exe)
+    Ok(exe)
+}
+
+/// Runs a program built by [`compile_program`].
+pub fn run_program(exe: &std::path::Path) -> Result<(), EmulationError> {
+    let run = std::process::Command::new(exe)
         .output()
         .map_err(|source| EmulationError::Io {
             what: format!("running {}", exe.display()),
@@ -269,6 +316,56 @@ pub fn compile_and_run(
         });
     }
     Ok(())
+}
+
+/// Splits `units` (a kernel and the `main` code that launches it) into as many programs as
+/// the machine has cores (at most 8), then compiles and runs them concurrently; returns the
+/// first failure.
+pub fn run_units(
+    units: Vec<(String, KernelSource, String)>,
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<(), EmulationError> {
+    let n = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(units.len().max(1));
+    let mut groups: Vec<(Vec<(String, KernelSource)>, String)> =
+        (0..n).map(|_| (Vec::new(), String::new())).collect();
+    for (i, (ns, src, main)) in units.into_iter().enumerate() {
+        let g = &mut groups[i % n];
+        g.0.push((ns, src));
+        g.1.push_str(&main);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = groups
+            .iter()
+            .enumerate()
+            .map(|(i, (kernels, main))| {
+                scope.spawn(move || {
+                    compile_and_run(&host_program(kernels, main), dir, &format!("{name}{i}"))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(EmulationError::Compile("emulation thread panicked".into()))
+                })
+            })
+            .collect::<Result<Vec<()>, _>>()
+    })?;
+    Ok(())
+}
+
+/// [`compile_program`] then [`run_program`].
+pub fn compile_and_run(
+    program: &str,
+    dir: &std::path::Path,
+    name: &str,
+) -> Result<(), EmulationError> {
+    run_program(&compile_program(program, dir, name)?)
 }
 
 #[cfg(test)]
