@@ -6,6 +6,7 @@ mod cache;
 mod cuda_env;
 mod gpu_bundle;
 mod test;
+mod tune;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -44,6 +45,13 @@ enum Cmd {
         #[command(subcommand)]
         cmd: cache::CacheCmd,
     },
+    /// Tune a kernel on this machine's GPU: `cargo xtask tune gemm 4096x4096x4096 --dtype bf16
+    /// --layout nt` (arguments of `rtx-tune`; see `cargo xtask tune -- --help`).
+    Tune {
+        /// Arguments for `rtx-tune`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Print the environment (LD_LIBRARY_PATH, RTX_CUDA_INCLUDE) the tests run with.
     Env,
 }
@@ -54,6 +62,7 @@ fn main() -> Result<()> {
         Cmd::Ci => test::run(&[]),
         Cmd::Bench { args } => bench::run(&args),
         Cmd::GpuBundle { out } => gpu_bundle::run(&out),
+        Cmd::Tune { args } => tune::run(&args),
         Cmd::Cache { cmd } => {
             // The cache key holds the NVRTC version, so NVRTC must be loadable in this process.
             cuda_env::reexec_with_cuda_env()?;

@@ -4,13 +4,16 @@
 //! - [`templates`]: parameterized kernels emitted as CUDA C++ from typed configs.
 //! - [`aot`]: NVRTC to cubin, resource reports, a content-addressed on-disk cache, bundles.
 //! - [`tuner`]: search a template's space by real measurement; the persistent tuning database.
+//! - [`synth`]: the user API ([`Synth`]): pick a template, serve the tuned config, compile, load.
 
 pub mod aot;
 pub mod dtype;
 pub mod profiler;
+pub mod synth;
 pub mod target;
 pub mod templates;
 pub mod tuner;
 
 pub use dtype::DType;
+pub use synth::Synth;
 pub use target::Arch;

@@ -1,0 +1,289 @@
+//! `rtx-tune`: tune a kernel for the GPU in this machine and store the winner in the tuning
+//! database.
+//!
+//! ```text
+//! rtx-tune gemm 4096x4096x4096 --dtype bf16 --layout nn [--strategy guided|exhaustive|random]
+//!     [--fraction 0.15 | --count N] [--time-budget-s 60] [--space-limit N] [--isolate]
+//!     [--record-fixture FILE.json] [--db PATH] [--seed S] [--no-store]
+//! ```
+//!
+//! Prints the winner, its TFLOP/s, cuBLAS' time for the same problem (measured in this process
+//! under the same protocol: same inputs, L2 flush, event timing), the ratio, and the tuning wall
+//! time (compiles included). `--space-limit N` caps the space at N configs spread evenly over the
+//! template's valid configs (deterministic), so an exhaustive run fits in a few minutes;
+//! `--record-fixture` writes the measured table as a replay fixture (use with
+//! `--strategy exhaustive`). `--isolate` runs every candidate in worker processes (this binary's
+//! hidden `tune-worker` subcommand), so a faulting kernel cannot end the run.
+//!
+//! Exit codes: 0 success, 1 failure, 2 no CUDA GPU.
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use rtx_runtime::Device;
+use rtx_synthesis::aot::KernelCache;
+use rtx_synthesis::synth::{parse_layouts, parse_mnk, tflops, GemmGpuBackend, GemmSpec, StrategyKind, Synth, TuneRequest};
+use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
+use rtx_synthesis::templates::gemm::GemmProblem;
+use rtx_synthesis::tuner::{worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
+use rtx_synthesis::{Arch, DType};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "rtx-tune", about = "Tune kernels for this machine's GPU and store the winners")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Tune a GEMM: `rtx-tune gemm MxNxK --dtype bf16 --layout nn`.
+    Gemm(GemmArgs),
+    /// Worker process of `--isolate` (started by rtx-tune itself; speaks JSON lines on stdio).
+    #[command(hide = true)]
+    TuneWorker {
+        /// The problem, as GemmProblem JSON.
+        #[arg(long)]
+        problem: String,
+        /// Compile target.
+        #[arg(long)]
+        arch: String,
+        /// SM count the template was configured for.
+        #[arg(long)]
+        sm_count: u32,
+        /// Device ordinal.
+        #[arg(long, default_value_t = 0)]
+        ordinal: usize,
+    },
+}
+
+#[derive(clap::Args)]
+struct GemmArgs {
+    /// Shape as MxNxK, e.g. 4096x4096x4096.
+    shape: String,
+    /// Input dtype: bf16, f16, f32, tf32.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Layouts of A and B: nn, nt, tn, tt (n = row-major, t = column-major).
+    #[arg(long, default_value = "nn")]
+    layout: String,
+    /// Strided batch count.
+    #[arg(long, default_value_t = 1)]
+    batch: u32,
+    /// Search strategy: guided, exhaustive, random.
+    #[arg(long, default_value = "guided")]
+    strategy: String,
+    /// Measurement budget of guided/random as a fraction of the space.
+    #[arg(long, default_value_t = 0.15)]
+    fraction: f64,
+    /// Measurement budget of guided/random as a count (overrides --fraction).
+    #[arg(long)]
+    count: Option<usize>,
+    /// Wall-clock budget of the search in seconds (compiles included).
+    #[arg(long, default_value_t = 60.0)]
+    time_budget_s: f64,
+    /// Cap the space at N configs, spread evenly over the valid configs (deterministic).
+    #[arg(long)]
+    space_limit: Option<usize>,
+    /// Run candidates in worker processes (a faulting kernel cannot end the run).
+    #[arg(long)]
+    isolate: bool,
+    /// Write the measured table as a replay fixture (use with --strategy exhaustive).
+    #[arg(long)]
+    record_fixture: Option<PathBuf>,
+    /// Tuning database path (default: $RTX_CACHE_DIR/tuning.db or the platform cache folder).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Seed of the strategy and the verification inputs.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Do not store the winner in the tuning database.
+    #[arg(long)]
+    no_store: bool,
+}
+
+fn main() {
+    // Logs go to stderr: a worker's stdout carries its protocol.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .init();
+    let cli = Cli::parse();
+    let code = match cli.cmd {
+        Cmd::Gemm(args) => {
+            if Device::count() == 0 {
+                eprintln!("no CUDA GPU: tuning needs one");
+                std::process::exit(2);
+            }
+            match tune_gemm(&args) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("rtx-tune: {e:#}");
+                    1
+                }
+            }
+        }
+        Cmd::TuneWorker { problem, arch, sm_count, ordinal } => match run_worker(&problem, &arch, sm_count, ordinal) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("rtx-tune tune-worker: {e:#}");
+                1
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+fn run_worker(problem: &str, arch: &str, sm_count: u32, ordinal: usize) -> Result<i32> {
+    let problem: GemmProblem = serde_json::from_str(problem).context("--problem is not GemmProblem JSON")?;
+    let arch: Arch = arch.parse()?;
+    let template = WgmmaGemm::new(sm_count);
+    let cache = Arc::new(KernelCache::open_default()?);
+    let backend = GemmGpuBackend::<WgmmaGemm>::new(ordinal, cache);
+    let exit = worker_main(&template, &problem, arch, &backend)?;
+    Ok(exit.code())
+}
+
+fn fmt_us(us: Option<f64>) -> String {
+    us.map_or_else(|| "-".to_string(), |u| format!("{u:.1} us"))
+}
+
+fn tune_gemm(args: &GemmArgs) -> Result<()> {
+    let (m, n, k) = parse_mnk(&args.shape).map_err(anyhow::Error::msg)?;
+    let dtype: DType = args.dtype.parse()?;
+    let (layout_a, layout_b) = parse_layouts(&args.layout).map_err(anyhow::Error::msg)?;
+    let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
+    if !(args.time_budget_s.is_finite() && args.time_budget_s > 0.0) {
+        bail!("--time-budget-s must be a positive number of seconds");
+    }
+    if args.record_fixture.is_some() && strategy != StrategyKind::Exhaustive {
+        eprintln!("rtx-tune: warning: --record-fixture without --strategy exhaustive leaves unmeasured rows out of the fixture");
+    }
+    let spec = GemmSpec { batch: args.batch, ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b) };
+    let problem = spec.problem()?;
+
+    let device = Device::open(0).context("opening CUDA device 0")?;
+    let info = device.info().clone();
+    let synth = match &args.db {
+        Some(path) => Synth::with_db_path(&device, path)?,
+        None => Synth::new(&device)?,
+    };
+    let budget = match args.count {
+        Some(c) => Budget::Count(c),
+        None => Budget::Fraction(args.fraction),
+    };
+    let isolate = if args.isolate {
+        let exe = std::env::current_exe().context("locating this executable for the worker")?;
+        Some(
+            WorkerCommand::new(exe)
+                .arg("tune-worker")
+                .arg("--problem")
+                .arg(serde_json::to_string(&problem)?)
+                .arg("--arch")
+                .arg(synth.arch().to_string())
+                .arg("--sm-count")
+                .arg(info.sm_count.to_string())
+                .arg("--ordinal")
+                .arg(device.ordinal().to_string()),
+        )
+    } else {
+        None
+    };
+    println!(
+        "rtx-tune: gemm {m}x{n}x{k} batch {} {dtype} {} on {} ({}), strategy {:?}{}",
+        args.batch,
+        args.layout,
+        info.name,
+        synth.arch(),
+        strategy,
+        if args.isolate { ", isolated workers" } else { "" }
+    );
+
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let show = |s: &ProgressSnapshot| {
+        bar.set_length(s.space as u64);
+        bar.set_position((s.measured + s.failed) as u64);
+        let phase = match s.phase {
+            TunePhase::Searching => "searching",
+            TunePhase::Reconfirming => "re-confirming",
+            TunePhase::Done => "done",
+        };
+        bar.set_message(format!(
+            "{phase}: compiled {} | measured {} | failed {} | pruned {} | best {}",
+            s.compiled,
+            s.measured,
+            s.failed,
+            s.pruned,
+            s.best_us.map_or_else(|| "-".to_string(), |us| format!("{us:.1} us ({:.1} TFLOP/s)", tflops(&problem, us)))
+        ));
+    };
+    let req = TuneRequest {
+        strategy,
+        budget,
+        time_budget: Duration::from_secs_f64(args.time_budget_s),
+        progress: Some(&show),
+        seed: args.seed,
+        space_limit: args.space_limit,
+        isolate,
+        store: !args.no_store,
+        ..TuneRequest::default()
+    };
+    let started = Instant::now();
+    let result = synth.tune_gemm(&spec, &req);
+    let tuning = started.elapsed();
+    bar.finish_and_clear();
+    let report = result?;
+    let o = &report.outcome;
+
+    println!(
+        "searched {} configs of {} ({}): {} measured, {} failed, {} pruned{}{}",
+        o.measured + o.failed,
+        o.space,
+        o.strategy,
+        o.measured,
+        o.failed,
+        o.pruned,
+        if o.stopped_by_time { "; stopped by the time budget" } else { "" },
+        if o.stopped_by_fault { "; stopped by a device fault" } else { "" }
+    );
+    if let Some(w) = &report.worker {
+        println!("workers: {w:?}");
+    }
+    let best_us = report.best_us().context("the winner has no timing")?;
+    let spread = o.best.final_stats().map_or(0.0, |s| s.rel_spread);
+    println!("winner ({}): {}", report.template, o.best.config);
+    println!("  {:.1} us median (spread {:.1}%), {:.1} TFLOP/s", best_us, spread * 100.0, tflops(&problem, best_us));
+    for (i, r) in o.ranked().iter().take(5).enumerate() {
+        println!("  #{} {} {}", i + 1, fmt_us(r.final_stats().map(|s| s.median_us)), r.config);
+    }
+    match synth.time_cublas(&spec, &req.protocol) {
+        Ok(c) => {
+            println!(
+                "cuBLAS: {:.1} us median (spread {:.1}%), {:.1} TFLOP/s",
+                c.median_us,
+                c.rel_spread * 100.0,
+                tflops(&problem, c.median_us)
+            );
+            println!("rtx / cuBLAS throughput: {:.3}x", c.median_us / best_us);
+        }
+        Err(e) => println!("cuBLAS: not measured ({e})"),
+    }
+    println!("tuning took {:.1} s (compiles included; tuner's own clock {:.1} s)", tuning.as_secs_f64(), o.elapsed.as_secs_f64());
+    if report.stored {
+        println!("stored in the tuning database");
+    }
+    if let Some(path) = &args.record_fixture {
+        let table = report.replay_table(&info.name, Some(report.default_config.clone()));
+        table.save(path).with_context(|| format!("writing the fixture {}", path.display()))?;
+        println!("fixture: {} ({} rows)", path.display(), table.configs.len());
+    }
+    Ok(())
+}

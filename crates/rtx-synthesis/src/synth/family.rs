@@ -1,0 +1,183 @@
+//! [`GemmFamily`]: what the synthesizer needs from a GEMM template beyond [`Template`] (a
+//! constructor for the device at hand and a launch), implemented for the wgmma template; and
+//! [`CappedSpace`], a template wrapper that caps the search space deterministically.
+
+use super::buffers::{GemmBuffers, GemmLaunchError};
+use crate::templates::gemm::wgmma::{WgmmaBuffers, WgmmaGemm};
+use crate::templates::gemm::GemmProblem;
+use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
+use crate::Arch;
+use rtx_runtime::{DeviceInfo, Function, Stream};
+
+/// A GEMM template the synthesizer can select, tune and launch.
+pub trait GemmFamily: Template<Problem = GemmProblem> + Clone + 'static {
+    /// Short family name for messages (`wgmma`, `mma`, `simt`).
+    const FAMILY: &'static str;
+
+    /// The template configured for `info`'s device (SM count, ...).
+    fn for_device(info: &DeviceInfo) -> Self;
+
+    /// Launches `f` (compiled from [`Template::emit`] for `p`/`c`) on `stream` without
+    /// synchronizing; checks `p`, `c` and the buffers first.
+    fn enqueue_gemm(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &Self::Config,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError>;
+}
+
+impl GemmFamily for WgmmaGemm {
+    const FAMILY: &'static str = "wgmma";
+
+    fn for_device(info: &DeviceInfo) -> Self {
+        WgmmaGemm::new(info.sm_count)
+    }
+
+    fn enqueue_gemm(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &Self::Config,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError> {
+        let need = c.workspace_bytes(p.m, p.n, p.batch);
+        if need == 0 || c.split_k <= 1 {
+            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
+            return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
+        }
+        // Split-K: a workspace per stream, zeroed once when (re)allocated; every launch leaves
+        // its counters zero again, so launches in stream order may share it.
+        let mut pool = split_k_workspaces().lock().unwrap_or_else(|e| e.into_inner());
+        let key = stream.id();
+        if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
+            pool.remove(&key);
+            let mut w = stream.device().alloc(need as usize, stream)?;
+            w.fill_u8(0, stream)?;
+            pool.insert(key, w);
+        }
+        let ws = pool.get_mut(&key).expect("inserted above");
+        let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: Some(ws) };
+        WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
+    }
+}
+
+/// Split-K workspaces of the wgmma family, one per stream (keyed by [`Stream::id`]).
+fn split_k_workspaces() -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>> = std::sync::OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+/// A template whose space is at most `limit` of the inner template's valid configs, picked
+/// deterministically: evenly spaced over the inner [`Template::valid_space`] order (index
+/// `floor(i * len / limit)` for `i in 0..limit`), so a capped exhaustive run still spans the
+/// whole space. Everything else (name, version, check, emit, launch) is the inner template's, so
+/// results land under the same tuning-database key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CappedSpace<F> {
+    /// The wrapped template.
+    pub inner: F,
+    /// Most configs the space holds (`None`: no cap).
+    pub limit: Option<usize>,
+}
+
+impl<F: Template> CappedSpace<F> {
+    /// Wraps `inner`, keeping at most `limit` configs.
+    pub fn new(inner: F, limit: Option<usize>) -> Self {
+        CappedSpace { inner, limit }
+    }
+}
+
+/// The evenly spaced subset of `all` described on [`CappedSpace`].
+pub fn cap_evenly<C: Clone>(all: &[C], limit: usize) -> Vec<C> {
+    if limit >= all.len() {
+        return all.to_vec();
+    }
+    (0..limit).map(|i| all[i * all.len() / limit].clone()).collect()
+}
+
+impl<F: Template> Template for CappedSpace<F> {
+    type Problem = F::Problem;
+    type Config = F::Config;
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn version(&self) -> u32 {
+        self.inner.version()
+    }
+    fn space(&self, problem: &F::Problem, arch: Arch) -> Vec<F::Config> {
+        match self.limit {
+            None => self.inner.space(problem, arch),
+            Some(limit) => cap_evenly(&self.inner.valid_space(problem, arch), limit),
+        }
+    }
+    fn check(&self, problem: &F::Problem, config: &F::Config, arch: Arch) -> Result<(), ConstraintViolation> {
+        self.inner.check(problem, config, arch)
+    }
+    fn default_config(&self, problem: &F::Problem, arch: Arch) -> F::Config {
+        self.inner.default_config(problem, arch)
+    }
+    fn emit(&self, problem: &F::Problem, config: &F::Config, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+        self.inner.emit(problem, config, arch)
+    }
+    fn launch(&self, problem: &F::Problem, config: &F::Config) -> LaunchDims {
+        self.inner.launch(problem, config)
+    }
+    fn complexity(&self, config: &F::Config) -> u64 {
+        self.inner.complexity(config)
+    }
+}
+
+impl<F: GemmFamily> GemmFamily for CappedSpace<F> {
+    const FAMILY: &'static str = F::FAMILY;
+
+    fn for_device(info: &DeviceInfo) -> Self {
+        CappedSpace::new(F::for_device(info), None)
+    }
+
+    fn enqueue_gemm(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &Self::Config,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError> {
+        self.inner.enqueue_gemm(f, p, c, bufs, stream)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    #[test]
+    fn capping_is_even_deterministic_and_bounded() {
+        let all: Vec<u32> = (0..10).collect();
+        assert_eq!(cap_evenly(&all, 5), vec![0, 2, 4, 6, 8]);
+        assert_eq!(cap_evenly(&all, 3), vec![0, 3, 6]);
+        assert_eq!(cap_evenly(&all, 20), all);
+        assert!(cap_evenly(&all, 0).is_empty());
+    }
+
+    #[test]
+    fn capped_wgmma_space_is_valid_and_keyed_like_the_inner_template() {
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
+        let full = t.valid_space(&p, Arch::Sm90a);
+        let capped = CappedSpace::new(t, Some(24));
+        let space = capped.space(&p, Arch::Sm90a);
+        assert_eq!(space.len(), 24.min(full.len()));
+        assert_eq!(space, capped.space(&p, Arch::Sm90a), "deterministic");
+        for c in &space {
+            capped.check(&p, c, Arch::Sm90a).unwrap();
+        }
+        assert_eq!((capped.name(), capped.version()), (t.name(), t.version()));
+        assert_eq!(CappedSpace::new(t, None).space(&p, Arch::Sm90a), t.space(&p, Arch::Sm90a));
+    }
+}

@@ -1,0 +1,322 @@
+//! The GEMM user API: [`GemmSpec`] (what to compute), family selection ([`select_family`]) and
+//! [`GemmKernel`] (a compiled, loaded kernel that checks its buffers at every launch).
+
+use super::buffers::{check_buffer_sizes, BufferSizes, GemmBuffers, GemmLaunchError};
+use super::error::{FamilyRejection, SynthError};
+use super::family::GemmFamily;
+use crate::templates::gemm::wgmma::WgmmaGemm;
+use crate::templates::gemm::{Epilogue, GemmProblem, Layout};
+use crate::tuner::LookupSource;
+use crate::{Arch, DType};
+use rtx_runtime::{DeviceBuffer, DeviceInfo, Function, Stream};
+use serde::{Deserialize, Serialize};
+
+/// What to compute: `C (m x n, row-major) = epilogue(op(A) (m x k) * op(B) (k x n))`, packed
+/// operands, `batch` strided entries.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GemmSpec {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// Inner dimension.
+    pub k: u32,
+    /// Strided batch entries (1 for a plain GEMM).
+    pub batch: u32,
+    /// Input dtype of A and B.
+    pub dtype: DType,
+    /// Layout of A (`Row` = "N").
+    pub layout_a: Layout,
+    /// Layout of B (`Row` = "N").
+    pub layout_b: Layout,
+    /// The fused epilogue (its `out_dtype` must be f32 for f32/tf32 inputs).
+    pub epilogue: Epilogue,
+}
+
+impl Default for GemmSpec {
+    /// A 1x1x1 bf16 NN GEMM with a plain bf16 epilogue (override the fields you need).
+    fn default() -> Self {
+        GemmSpec::new(1, 1, 1, DType::Bf16)
+    }
+}
+
+impl GemmSpec {
+    /// A plain, unbatched NN GEMM writing the input dtype (f32 for tf32).
+    pub fn new(m: u32, n: u32, k: u32, dtype: DType) -> Self {
+        let p = GemmProblem::nn(m, n, k, dtype);
+        GemmSpec {
+            m,
+            n,
+            k,
+            batch: 1,
+            dtype,
+            layout_a: Layout::Row,
+            layout_b: Layout::Row,
+            epilogue: p.epilogue,
+        }
+    }
+
+    /// The same GEMM with these operand layouts.
+    pub fn with_layouts(mut self, layout_a: Layout, layout_b: Layout) -> Self {
+        self.layout_a = layout_a;
+        self.layout_b = layout_b;
+        self
+    }
+
+    /// The packed problem, validated (zero dims, dtype/out-dtype mismatches, non-finite scales
+    /// are refused, naming the field).
+    pub fn problem(&self) -> Result<GemmProblem, SynthError> {
+        let mut p = GemmProblem::new(self.m, self.n, self.k, self.dtype, self.layout_a, self.layout_b).batched(self.batch);
+        p.epilogue = self.epilogue;
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+/// Parses `MxNxK` (e.g. `4096x4096x4096`).
+pub fn parse_mnk(s: &str) -> Result<(u32, u32, u32), String> {
+    let parts: Vec<&str> = s.split(['x', 'X']).collect();
+    if parts.len() != 3 {
+        return Err(format!("`{s}`: expected MxNxK, e.g. 4096x4096x4096"));
+    }
+    let mut v = [0u32; 3];
+    for (slot, (part, name)) in v.iter_mut().zip(parts.iter().zip(["M", "N", "K"])) {
+        *slot = part.trim().parse().map_err(|e| format!("`{s}`: {name} = `{part}`: {e}"))?;
+        if *slot == 0 {
+            return Err(format!("`{s}`: {name} must be >= 1"));
+        }
+    }
+    Ok((v[0], v[1], v[2]))
+}
+
+/// Parses a BLAS-style layout pair: `nn`, `nt`, `tn`, `tt` (`n` = row-major, `t` = column-major).
+pub fn parse_layouts(s: &str) -> Result<(Layout, Layout), String> {
+    let one = |c: char| match c {
+        'n' | 'N' => Ok(Layout::Row),
+        't' | 'T' => Ok(Layout::Col),
+        _ => Err(format!("`{s}`: layouts are two of n/t (nn, nt, tn, tt)")),
+    };
+    let cs: Vec<char> = s.chars().collect();
+    if cs.len() != 2 {
+        return Err(format!("`{s}`: layouts are two of n/t (nn, nt, tn, tt)"));
+    }
+    Ok((one(cs[0])?, one(cs[1])?))
+}
+
+/// The template families the synthesizer can serve a GEMM with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmFamilyKind {
+    /// Hopper wgmma + TMA ([`WgmmaGemm`]).
+    Wgmma,
+}
+
+/// Whether `family` accepts `p` on `arch` (its default config passes `check()`).
+pub fn family_accepts<F: GemmFamily>(family: &F, p: &GemmProblem, arch: Arch) -> Result<(), String> {
+    family.check(p, &family.default_config(p, arch), arch).map_err(|v| v.reason)
+}
+
+/// Picks the family for `p` on `arch` (`info` configures each candidate): wgmma on sm_90a when
+/// it accepts the problem; otherwise [`SynthError::NoTemplate`] with every family's reason.
+pub fn select_family(p: &GemmProblem, arch: Arch, info: &DeviceInfo) -> Result<GemmFamilyKind, SynthError> {
+    let mut reasons = Vec::new();
+    match family_accepts(&WgmmaGemm::for_device(info), p, arch) {
+        Ok(()) => return Ok(GemmFamilyKind::Wgmma),
+        Err(reason) => reasons.push(FamilyRejection {
+            family: WgmmaGemm::FAMILY,
+            reason,
+        }),
+    }
+    Err(SynthError::NoTemplate {
+        problem: Box::new(*p),
+        arch,
+        reasons,
+    })
+}
+
+/// A family and config bound together, launchable without knowing the family's type.
+pub(crate) trait ErasedGemm: Send + Sync {
+    fn enqueue(&self, f: &Function, p: &GemmProblem, bufs: &mut GemmBuffers<'_>, stream: &Stream) -> Result<(), GemmLaunchError>;
+}
+
+/// [`ErasedGemm`] for one family.
+pub(crate) struct Bound<F: GemmFamily> {
+    pub(crate) family: F,
+    pub(crate) config: F::Config,
+}
+
+impl<F: GemmFamily> ErasedGemm for Bound<F> {
+    fn enqueue(&self, f: &Function, p: &GemmProblem, bufs: &mut GemmBuffers<'_>, stream: &Stream) -> Result<(), GemmLaunchError> {
+        self.family.enqueue_gemm(f, p, &self.config, bufs, stream)
+    }
+}
+
+/// A synthesized GEMM: compiled, loaded, and bound to one problem.
+pub struct GemmKernel {
+    pub(crate) problem: GemmProblem,
+    pub(crate) template: &'static str,
+    pub(crate) source: LookupSource,
+    pub(crate) config: serde_json::Value,
+    pub(crate) function: Function,
+    pub(crate) launcher: Box<dyn ErasedGemm>,
+}
+
+impl std::fmt::Debug for GemmKernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GemmKernel")
+            .field("entry", &self.function.name())
+            .field("template", &self.template)
+            .field("source", &self.source)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl GemmKernel {
+    /// `c = epilogue(a * b)`; for epilogues without bias/residual (else use
+    /// [`GemmKernel::launch_with`]). Checks every buffer's size first; does not synchronize.
+    pub fn launch(&self, stream: &Stream, a: &DeviceBuffer, b: &DeviceBuffer, c: &mut DeviceBuffer) -> Result<(), SynthError> {
+        self.launch_with(
+            stream,
+            &mut GemmBuffers {
+                a,
+                b,
+                c,
+                bias: None,
+                residual: None,
+            },
+        )
+    }
+
+    /// Launches with every operand given explicitly (bias/residual when the epilogue uses them).
+    /// A missing or short buffer is refused with [`GemmLaunchError::MissingBuffer`] /
+    /// [`GemmLaunchError::BufferTooSmall`] naming it; does not synchronize.
+    pub fn launch_with(&self, stream: &Stream, bufs: &mut GemmBuffers<'_>) -> Result<(), SynthError> {
+        check_buffer_sizes(&self.problem, &BufferSizes::of(bufs))?;
+        self.launcher.enqueue(&self.function, &self.problem, bufs, stream)?;
+        Ok(())
+    }
+
+    /// The problem it computes.
+    pub fn problem(&self) -> &GemmProblem {
+        &self.problem
+    }
+
+    /// The template that generated it.
+    pub fn template(&self) -> &'static str {
+        self.template
+    }
+
+    /// Where its config came from (tuned exactly, borrowed from a nearby shape, or the default).
+    pub fn source(&self) -> &LookupSource {
+        &self.source
+    }
+
+    /// Its config in JSON form.
+    pub fn config(&self) -> &serde_json::Value {
+        &self.config
+    }
+
+    /// The kernel entry point name.
+    pub fn entry(&self) -> &str {
+        self.function.name()
+    }
+}
+
+/// A short name of a lookup source for logs (`exact`, `nearest_bucket`, `default`).
+pub fn source_name(s: &LookupSource) -> &'static str {
+    match s {
+        LookupSource::Exact => "exact",
+        LookupSource::NearestBucket { .. } => "nearest_bucket",
+        LookupSource::Default => "default",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_and_layouts_parse_and_bad_ones_are_named() {
+        assert_eq!(parse_mnk("4096x2048x512").unwrap(), (4096, 2048, 512));
+        assert!(parse_mnk("4096x2048").unwrap_err().contains("MxNxK"));
+        assert!(parse_mnk("4096xAx5").unwrap_err().contains("N = `A`"));
+        assert!(parse_mnk("0x1x1").unwrap_err().contains("M must be >= 1"));
+        assert_eq!(parse_layouts("nt").unwrap(), (Layout::Row, Layout::Col));
+        assert_eq!(parse_layouts("TN").unwrap(), (Layout::Col, Layout::Row));
+        assert!(parse_layouts("nx").is_err() && parse_layouts("n").is_err());
+    }
+
+    #[test]
+    fn spec_validation_names_the_field() {
+        assert!(GemmSpec::new(128, 128, 128, DType::Bf16).problem().is_ok());
+        let e = GemmSpec {
+            m: 0,
+            ..GemmSpec::new(1, 1, 1, DType::F16)
+        }
+        .problem()
+        .unwrap_err();
+        assert!(e.to_string().contains("m=0"), "{e}");
+        // Default epilogue writes bf16; an f32 GEMM must write f32.
+        let e = GemmSpec {
+            m: 8,
+            n: 8,
+            k: 8,
+            dtype: DType::F32,
+            ..Default::default()
+        }
+        .problem()
+        .unwrap_err();
+        assert!(e.to_string().contains("out_dtype"), "{e}");
+        assert!(GemmSpec::new(8, 8, 8, DType::F32).problem().is_ok());
+        let p = GemmSpec {
+            batch: 3,
+            ..GemmSpec::new(64, 32, 16, DType::F16).with_layouts(Layout::Col, Layout::Row)
+        }
+        .problem()
+        .unwrap();
+        assert_eq!((p.batch, p.layout_a, p.lda), (3, Layout::Col, 64));
+    }
+
+    #[test]
+    fn wgmma_is_selected_on_hopper_for_16_bit_inputs() {
+        let info = DeviceInfo::example_sm90();
+        let p = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
+        assert_eq!(select_family(&p, Arch::Sm90a, &info).unwrap(), GemmFamilyKind::Wgmma);
+    }
+
+    #[test]
+    fn unserved_problems_get_a_typed_error_with_each_reason() {
+        let info = DeviceInfo::example_sm90();
+        let f32p = GemmSpec::new(512, 512, 512, DType::F32).problem().unwrap();
+        match select_family(&f32p, Arch::Sm90a, &info) {
+            Err(SynthError::NoTemplate { reasons, arch, .. }) => {
+                assert_eq!(arch, Arch::Sm90a);
+                assert_eq!(reasons.len(), 1);
+                assert_eq!(reasons[0].family, "wgmma");
+                assert!(reasons[0].reason.contains("f32"), "{}", reasons[0].reason);
+            }
+            other => panic!("expected NoTemplate, got {other:?}"),
+        }
+        // A hand-made non-Hopper target: wgmma refuses on the architecture.
+        let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
+        let e = select_family(&bf, Arch::Sm80, &info).unwrap_err();
+        assert!(e.to_string().contains("sm_90a"), "{e}");
+        // Misaligned leading dimension (odd K, row-major A): TMA needs 16-byte rows.
+        let odd = GemmSpec::new(512, 512, 1001, DType::Bf16).problem().unwrap();
+        let e = select_family(&odd, Arch::Sm90a, &info).unwrap_err();
+        assert!(e.to_string().contains("lda=1001"), "{e}");
+    }
+
+    #[test]
+    fn source_names_are_stable() {
+        assert_eq!(source_name(&LookupSource::Exact), "exact");
+        assert_eq!(
+            source_name(&LookupSource::NearestBucket {
+                from: vec![1],
+                distance: 0.5
+            }),
+            "nearest_bucket"
+        );
+        assert_eq!(source_name(&LookupSource::Default), "default");
+    }
+}

@@ -1,0 +1,286 @@
+//! The synthesizer: the user API that turns an operation into a tuned, compiled, loaded kernel
+//! for the GPU at hand.
+//!
+//! ```no_run
+//! # use rtx_synthesis::synth::*;
+//! # use rtx_synthesis::DType;
+//! # fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let device = rtx_runtime::Device::open(0)?;
+//! let stream = device.new_stream()?;
+//! let synth = Synth::new(&device)?;
+//! let k = synth.gemm(&GemmSpec::new(4096, 4096, 4096, DType::Bf16))?;
+//! let (a, b) = (device.alloc(4096 * 4096 * 2, &stream)?, device.alloc(4096 * 4096 * 2, &stream)?);
+//! let mut c = device.alloc(4096 * 4096 * 2, &stream)?;
+//! k.launch(&stream, &a, &b, &mut c)?;
+//! stream.synchronize()?;
+//! # Ok(()) }
+//! ```
+//!
+//! - [`gemm`](mod@gemm): [`GemmSpec`], family selection, [`GemmKernel`].
+//! - [`family`]: the [`GemmFamily`] trait every GEMM template implements; [`CappedSpace`].
+//! - [`backend`]: [`GemmGpuBackend`], the tuner's GPU backend.
+//! - [`buffers`]: [`GemmBuffers`] and launch-time size checks.
+//! - [`tune`](mod@tune): [`TuneRequest`], [`GemmTuneReport`].
+//! - [`inputs`]: host-side random operands. [`error`]: [`SynthError`].
+
+pub mod backend;
+pub mod buffers;
+pub mod error;
+pub mod family;
+pub mod gemm;
+pub mod inputs;
+pub mod tune;
+
+pub use backend::GemmGpuBackend;
+pub use buffers::{GemmBuffers, GemmLaunchError};
+pub use error::{FamilyRejection, SynthError};
+pub use family::{CappedSpace, GemmFamily};
+pub use gemm::{parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel, GemmSpec};
+pub use tune::{tflops, GemmTuneReport, StrategyKind, TuneRequest};
+
+use crate::aot::KernelCache;
+use crate::templates::gemm::wgmma::WgmmaGemm;
+use crate::templates::gemm::GemmProblem;
+use crate::templates::Template;
+use crate::tuner::{
+    DbEntry, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol, RandomSearch, Strategy, TimingStats, TuneBackend, TuneOptions,
+    Tuner, TuningDb, WorkerBackend, WorkerOptions,
+};
+use crate::Arch;
+use gemm::{source_name, Bound};
+use rtx_runtime::Device;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tune::{erase_outcome, FnProgress};
+
+/// Entries kept beside the winner in the tuning database (launch-time fallbacks).
+const RUNNERS_UP: usize = 3;
+
+/// Serves kernels for one device: selects a template family, looks the config up in the tuning
+/// database, compiles through the kernel cache and loads the result.
+pub struct Synth {
+    device: Device,
+    arch: Arch,
+    device_key: DeviceKey,
+    cache: Arc<KernelCache>,
+    db: Mutex<TuningDb>,
+}
+
+impl std::fmt::Debug for Synth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Synth")
+            .field("device", &self.device_key)
+            .field("arch", &self.arch)
+            .field("cache", &self.cache.dir())
+            .field("db", &self.lock_db().path())
+            .finish()
+    }
+}
+
+impl Synth {
+    /// A synthesizer for `device` with the default kernel cache and tuning database
+    /// (`$RTX_CACHE_DIR` or the platform cache folder).
+    pub fn new(device: &Device) -> Result<Synth, SynthError> {
+        Self::with_stores(device, KernelCache::open_default()?, TuningDb::open_default()?)
+    }
+
+    /// A synthesizer with the default kernel cache and the tuning database at `db`.
+    pub fn with_db_path(device: &Device, db: impl AsRef<Path>) -> Result<Synth, SynthError> {
+        Self::with_stores(device, KernelCache::open_default()?, TuningDb::open(db.as_ref())?)
+    }
+
+    /// A synthesizer over the given cache and database.
+    pub fn with_stores(device: &Device, cache: KernelCache, db: TuningDb) -> Result<Synth, SynthError> {
+        let info = device.info();
+        let (major, minor) = info.compute_capability;
+        let arch = Arch::for_compute_capability(major, minor)?;
+        Ok(Synth {
+            device: device.clone(),
+            arch,
+            device_key: DeviceKey::from_info(info),
+            cache: Arc::new(cache),
+            db: Mutex::new(db),
+        })
+    }
+
+    /// The device it serves.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The compile target.
+    pub fn arch(&self) -> Arch {
+        self.arch
+    }
+
+    /// The device's tuning-database key.
+    pub fn device_key(&self) -> &DeviceKey {
+        &self.device_key
+    }
+
+    /// The kernel cache.
+    pub fn cache(&self) -> &Arc<KernelCache> {
+        &self.cache
+    }
+
+    fn lock_db(&self) -> MutexGuard<'_, TuningDb> {
+        self.db.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Re-reads the tuning database from disk (entries other processes stored).
+    pub fn reload_db(&self) -> Result<(), SynthError> {
+        Ok(self.lock_db().reload()?)
+    }
+
+    /// A kernel for `spec` (see [`Synth::gemm_problem`]).
+    pub fn gemm(&self, spec: &GemmSpec) -> Result<GemmKernel, SynthError> {
+        self.gemm_problem(&spec.problem()?)
+    }
+
+    /// A kernel for `p`: picks the family, looks the config up in the tuning database (exact,
+    /// nearest tuned shape, or the family's default; logged), compiles it through the cache and
+    /// loads it. A config that fails to compile or load falls back to the entry's runners-up,
+    /// then to the default.
+    pub fn gemm_problem(&self, p: &GemmProblem) -> Result<GemmKernel, SynthError> {
+        p.validate()?;
+        match select_family(p, self.arch, self.device.info())? {
+            GemmFamilyKind::Wgmma => self.build(WgmmaGemm::for_device(self.device.info()), p),
+        }
+    }
+
+    fn build<F: GemmFamily>(&self, family: F, p: &GemmProblem) -> Result<GemmKernel, SynthError> {
+        let found = self
+            .lock_db()
+            .lookup(&family, p, self.arch, &self.device_key, &LookupPolicy::default())?;
+        tracing::info!(
+            template = family.name(),
+            source = source_name(&found.source),
+            config = ?found.config,
+            "gemm {}x{}x{} {}: serving a {} config",
+            p.m,
+            p.n,
+            p.k,
+            p.dtype,
+            source_name(&found.source)
+        );
+        let default = family.default_config(p, self.arch);
+        let mut tries = vec![(found.config.clone(), found.source.clone())];
+        for c in found.fallbacks {
+            tries.push((c, found.source.clone()));
+        }
+        if !tries.iter().any(|(c, _)| *c == default) {
+            tries.push((default, crate::tuner::LookupSource::Default));
+        }
+        let mut last = None;
+        for (config, source) in tries {
+            match self.load(&family, p, &config) {
+                Ok(function) => {
+                    let json = serde_json::to_value(&config).unwrap_or(serde_json::Value::Null);
+                    return Ok(GemmKernel {
+                        problem: *p,
+                        template: family.name(),
+                        source,
+                        config: json,
+                        function,
+                        launcher: Box::new(Bound {
+                            family: family.clone(),
+                            config,
+                        }),
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(template = family.name(), config = ?config, error = %e, "config unusable; trying the next");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| SynthError::NoTemplate {
+            problem: Box::new(*p),
+            arch: self.arch,
+            reasons: Vec::new(),
+        }))
+    }
+
+    fn load<F: GemmFamily>(&self, family: &F, p: &GemmProblem, config: &F::Config) -> Result<rtx_runtime::Function, SynthError> {
+        let src = family.emit(p, config, self.arch)?;
+        let k = self.cache.get_or_compile(&src, self.arch)?;
+        let module = self.device.load_module(&k.cubin)?;
+        Ok(module.function(&src.entry)?)
+    }
+
+    /// Tunes `spec` on this device (see [`TuneRequest`]) and, when `req.store`, stores the
+    /// winner in the tuning database so later [`Synth::gemm`] calls serve it.
+    pub fn tune_gemm(&self, spec: &GemmSpec, req: &TuneRequest<'_>) -> Result<GemmTuneReport, SynthError> {
+        let p = spec.problem()?;
+        match select_family(&p, self.arch, self.device.info())? {
+            GemmFamilyKind::Wgmma => self.tune_family(WgmmaGemm::for_device(self.device.info()), &p, req),
+        }
+    }
+
+    fn tune_family<F: GemmFamily>(&self, family: F, p: &GemmProblem, req: &TuneRequest<'_>) -> Result<GemmTuneReport, SynthError> {
+        let capped = CappedSpace::new(family, req.space_limit);
+        match &req.isolate {
+            Some(cmd) => {
+                let backend = WorkerBackend::<CappedSpace<F>>::new(cmd.clone(), WorkerOptions::default());
+                let mut report = self.run_tuner(&capped, p, req, &backend)?;
+                report.worker = Some(backend.stats());
+                Ok(report)
+            }
+            None => {
+                let backend = GemmGpuBackend::<CappedSpace<F>>::with_device(self.device.clone(), self.cache.clone());
+                self.run_tuner(&capped, p, req, &backend)
+            }
+        }
+    }
+
+    fn run_tuner<F: GemmFamily, B: TuneBackend<CappedSpace<F>>>(
+        &self,
+        t: &CappedSpace<F>,
+        p: &GemmProblem,
+        req: &TuneRequest<'_>,
+        backend: &B,
+    ) -> Result<GemmTuneReport, SynthError> {
+        let mut strategy: Box<dyn Strategy> = match req.strategy {
+            StrategyKind::Guided => Box::new(Guided::new(req.seed, req.budget)),
+            StrategyKind::Exhaustive => Box::new(Exhaustive::new()),
+            StrategyKind::Random => Box::new(RandomSearch::new(req.seed, req.budget)),
+        };
+        let tuner = Tuner::new(TuneOptions {
+            time_budget: req.time_budget,
+            seed: req.seed,
+            ..TuneOptions::default()
+        });
+        let mut progress = FnProgress(req.progress);
+        let outcome = tuner.tune(t, p, self.arch, backend, strategy.as_mut(), &req.protocol, &mut progress)?;
+        let entry = DbEntry::from_outcome(t, p, self.arch, &self.device_key, &outcome, RUNNERS_UP)?;
+        if req.store {
+            self.lock_db().insert(entry.clone())?;
+            tracing::info!(
+                template = t.name(),
+                "stored the tuned config for {}x{}x{} {}",
+                p.m,
+                p.n,
+                p.k,
+                p.dtype
+            );
+        }
+        Ok(GemmTuneReport {
+            problem: *p,
+            template: t.name(),
+            template_version: t.version(),
+            outcome: erase_outcome(outcome),
+            entry,
+            stored: req.store,
+            worker: None,
+            default_config: serde_json::to_value(t.default_config(p, self.arch)).unwrap_or(serde_json::Value::Null),
+        })
+    }
+
+    /// Times cuBLAS on `spec` under `protocol` (same inputs, flush and event timing as the
+    /// tuner's candidates).
+    pub fn time_cublas(&self, spec: &GemmSpec, protocol: &MeasureProtocol) -> Result<TimingStats, SynthError> {
+        let p = spec.problem()?;
+        let backend = GemmGpuBackend::<WgmmaGemm>::with_device(self.device.clone(), self.cache.clone());
+        Ok(backend.time_cublas(&p, protocol)?)
+    }
+}
