@@ -53,9 +53,9 @@ fn presets_compile_without_spills_on_hopper_and_blackwell() {
     let t = ElementwiseTemplate;
     for dtype in [DType::F32, DType::F16, DType::Bf16] {
         for graph in [
-            bias_gelu(dtype, GeluForm::Erf),
-            silu_gate(dtype),
-            chain8(dtype),
+            bias_gelu(dtype, GeluForm::Erf).unwrap(),
+            silu_gate(dtype).unwrap(),
+            chain8(dtype).unwrap(),
         ] {
             let p = ElementwiseProblem::new(graph, 4096, 4096);
             for arch in [Arch::Sm90a, Arch::Sm120] {
@@ -71,7 +71,7 @@ fn config_corners_compile_without_spills() {
     if !toolchain_or_skip("config_corners_compile_without_spills") {
         return;
     }
-    let p = ElementwiseProblem::new(chain8(DType::Bf16), 3, 1_000_001);
+    let p = ElementwiseProblem::new(chain8(DType::Bf16).unwrap(), 3, 1_000_001);
     for c in [
         ElementwiseConfig {
             vec: 1,
@@ -95,7 +95,11 @@ fn config_corners_compile_without_spills() {
         compile_clean(&p, &c, Arch::Sm90a);
     }
     // 64-bit indices.
-    let big = ElementwiseProblem::new(bias_gelu(DType::F32, GeluForm::Tanh), 1 << 16, 1 << 16);
+    let big = ElementwiseProblem::new(
+        bias_gelu(DType::F32, GeluForm::Tanh).unwrap(),
+        1 << 16,
+        1 << 16,
+    );
     let c = ElementwiseTemplate.default_config(&big, Arch::Sm90a);
     compile_clean(&big, &c, Arch::Sm120);
 }

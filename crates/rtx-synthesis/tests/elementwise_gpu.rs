@@ -458,10 +458,10 @@ fn build_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for d in [DType::F32, DType::F16, DType::Bf16] {
         let graphs = [
-            ("bias_gelu_erf", bias_gelu(d, GeluForm::Erf)),
-            ("bias_gelu_tanh", bias_gelu(d, GeluForm::Tanh)),
-            ("silu_gate", silu_gate(d)),
-            ("chain8", chain8(d)),
+            ("bias_gelu_erf", bias_gelu(d, GeluForm::Erf).unwrap()),
+            ("bias_gelu_tanh", bias_gelu(d, GeluForm::Tanh).unwrap()),
+            ("silu_gate", silu_gate(d).unwrap()),
+            ("chain8", chain8(d).unwrap()),
         ];
         for (gname, g) in graphs {
             let p = ElementwiseProblem::new(g.clone(), 1, 1);
@@ -616,7 +616,7 @@ fn launch_refuses_bad_buffers() {
     let Some((dev, s)) = gpu_or_skip("launch_refuses_bad_buffers") else {
         return;
     };
-    let p = ElementwiseProblem::new(bias_gelu(DType::F32, GeluForm::Erf), 4, 256);
+    let p = ElementwiseProblem::new(bias_gelu(DType::F32, GeluForm::Erf).unwrap(), 4, 256);
     let k = ElementwiseKernel::build(
         &dev,
         &p,
@@ -655,7 +655,7 @@ fn bench_chain8_bandwidth() {
     };
     let (rows, cols) = (16384u32, 3072u32);
     for d in [DType::Bf16, DType::F32] {
-        let p = ElementwiseProblem::new(chain8(d), rows, cols);
+        let p = ElementwiseProblem::new(chain8(d).unwrap(), rows, cols);
         let mut rng = SmallRng::seed_from_u64(7);
         let bufs: Vec<DeviceBuffer> = (0..3)
             .map(|i| {

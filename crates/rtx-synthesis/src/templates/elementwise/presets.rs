@@ -1,6 +1,6 @@
 //! Named graphs for common fused elementwise patterns.
 
-use super::expr::{Broadcast, ExprGraph, GraphBuilder, UnaryOp};
+use super::expr::{Broadcast, ExprGraph, GraphBuilder, GraphError, UnaryOp};
 use crate::DType;
 
 /// Which GELU formula a preset uses.
@@ -13,8 +13,9 @@ pub enum GeluForm {
 }
 
 /// `y = gelu(x + bias)` with `x` a full `rows x cols` tensor and `bias` a row vector (length
-/// `cols`); inputs `[x, bias]`, output `[y]`, all in `dtype`.
-pub fn bias_gelu(dtype: DType, form: GeluForm) -> ExprGraph {
+/// `cols`); inputs `[x, bias]`, output `[y]`, all in `dtype`
+/// (an error only for a dtype elementwise kernels cannot store).
+pub fn bias_gelu(dtype: DType, form: GeluForm) -> Result<ExprGraph, GraphError> {
     let mut b = GraphBuilder::new();
     let x = b.input(dtype, Broadcast::Full);
     let bias = b.input(dtype, Broadcast::Row);
@@ -25,24 +26,24 @@ pub fn bias_gelu(dtype: DType, form: GeluForm) -> ExprGraph {
     };
     let y = b.unary(op, s);
     b.output(y, dtype);
-    b.build().expect("the bias+gelu preset is a valid graph")
+    b.build()
 }
 
 /// `y = x * sigmoid(g)` (a gated linear unit half: SwiGLU uses `silu(g) * x`); inputs `[x, g]`.
-pub fn silu_gate(dtype: DType) -> ExprGraph {
+pub fn silu_gate(dtype: DType) -> Result<ExprGraph, GraphError> {
     let mut b = GraphBuilder::new();
     let x = b.input(dtype, Broadcast::Full);
     let g = b.input(dtype, Broadcast::Full);
     let s = b.unary(UnaryOp::Silu, g);
     let y = b.mul(s, x);
     b.output(y, dtype);
-    b.build().expect("the silu gate preset is a valid graph")
+    b.build()
 }
 
 /// An 8-op chain over two full inputs and a row-vector bias, one output (the bandwidth
 /// benchmark shape): `y = relu(tanh((a * 0.5 + b) * 1.25 + bias) - a) ...`, exactly
 /// `mul, add, mul, add, tanh, sub, max, gelu_tanh`.
-pub fn chain8(dtype: DType) -> ExprGraph {
+pub fn chain8(dtype: DType) -> Result<ExprGraph, GraphError> {
     let mut g = GraphBuilder::new();
     let a = g.input(dtype, Broadcast::Full);
     let b = g.input(dtype, Broadcast::Full);
@@ -58,7 +59,7 @@ pub fn chain8(dtype: DType) -> ExprGraph {
     let t = g.max(t, b);
     let y = g.unary(UnaryOp::GeluTanh, t);
     g.output(y, dtype);
-    g.build().expect("the chain8 preset is a valid graph")
+    g.build()
 }
 
 #[cfg(test)]
@@ -68,11 +69,15 @@ mod tests {
     #[test]
     fn presets_validate_with_expected_sizes() {
         for d in [DType::F32, DType::F16, DType::Bf16] {
-            assert_eq!(bias_gelu(d, GeluForm::Erf).op_count(), 2);
-            assert_eq!(silu_gate(d).inputs.len(), 2);
-            let c = chain8(d);
+            assert_eq!(bias_gelu(d, GeluForm::Erf).unwrap().op_count(), 2);
+            assert_eq!(silu_gate(d).unwrap().inputs.len(), 2);
+            let c = chain8(d).unwrap();
             assert_eq!(c.op_count(), 8);
             assert_eq!(c.inputs.len(), 3);
         }
+        assert!(matches!(
+            bias_gelu(DType::Tf32, GeluForm::Tanh),
+            Err(GraphError::UnsupportedDType { .. })
+        ));
     }
 }
