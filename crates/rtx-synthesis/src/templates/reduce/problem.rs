@@ -138,8 +138,8 @@ impl RowProblem {
     /// Checks the fields.
     pub fn validate(&self) -> Result<(), RowProblemError> {
         let bad = |what: String| Err(RowProblemError { what });
-        if self.rows == 0 {
-            return bad("rows = 0 (must be >= 1)".into());
+        if self.rows == 0 || self.rows > i32::MAX as u32 {
+            return bad(format!("rows = {} (must be in 1..=2^31-1)", self.rows));
         }
         if self.cols == 0 || self.cols > MAX_COLS {
             return bad(format!("cols = {} (must be in 1..={MAX_COLS})", self.cols));
