@@ -90,13 +90,12 @@ fn mma_representative_configs_compile() {
     let t = MmaGemm;
     let (r, c) = (Layout::Row, Layout::Col);
     let mut cases: Vec<(GemmProblem, Option<MmaConfig>)> = Vec::new();
-    // Defaults for every dtype and all four layouts of f16.
-    for (la, lb) in [(r, r), (r, c), (c, r), (c, c)] {
-        cases.push((GemmProblem::new(4096, 4096, 4096, DType::F16, la, lb), None));
+    // Defaults for every dtype and layout.
+    for d in [DType::F16, DType::Bf16, DType::Tf32] {
+        for (la, lb) in [(r, r), (r, c), (c, r), (c, c)] {
+            cases.push((GemmProblem::new(4096, 4096, 4096, d, la, lb), None));
+        }
     }
-    cases.push((GemmProblem::new(4096, 4096, 4096, DType::Bf16, r, c), None));
-    cases.push((GemmProblem::new(4096, 4096, 4096, DType::Tf32, r, r), None));
-    cases.push((GemmProblem::new(4096, 4096, 4096, DType::Tf32, c, c), None));
     // Variants: padded smem, deep/shallow rings, 8 warps, split-K with an f32-out fused epilogue.
     let base = MmaConfig {
         bm: 128,

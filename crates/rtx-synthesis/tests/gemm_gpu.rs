@@ -35,6 +35,7 @@ struct Case {
 
 /// A problem whose leading dimensions are the natural ones rounded up to `align` elements, plus
 /// `align` more when `pad` (so rows are not packed); batch strides follow the padded layout.
+#[allow(clippy::too_many_arguments)]
 fn prob(m: u32, n: u32, k: u32, d: DType, la: Layout, lb: Layout, align: u32, pad: bool, batch: u32) -> GemmProblem {
     let mut p = GemmProblem::new(m, n, k, d, la, lb);
     let up = |x: u32| x.div_ceil(align) * align + if pad { align } else { 0 };
@@ -358,7 +359,7 @@ fn run(b: &Built, dev: &Device, stream: &Stream, seed: u64) -> Result<f64, Strin
     }
     let err = rel_error(&g, &w);
     let tol = p.dtype.rel_tolerance();
-    if !(err < tol) {
+    if err.is_nan() || err >= tol {
         return Err(format!("rel_error {err:.3e} >= {tol:.0e}"));
     }
     if let Some(c) = b.mma.filter(|c| c.split_k > 1) {

@@ -515,7 +515,7 @@ pub fn mma_space(p: &GemmProblem, arch: Arch) -> Vec<MmaConfig> {
 
 /// Simplicity score of a SIMT config (lower is simpler).
 pub fn simt_complexity(c: &SimtConfig) -> u64 {
-    (c.stages as u64 - 2.min(c.stages as u64)) * 100_000
+    (c.stages as u64).saturating_sub(2) * 100_000
         + (c.bm as u64 * c.bn as u64) / 64 * 10
         + c.bk as u64 * 4
         + c.tm as u64 * c.tn as u64
@@ -526,8 +526,8 @@ pub fn simt_complexity(c: &SimtConfig) -> u64 {
 
 /// Simplicity score of an `mma.sync` config (lower is simpler).
 pub fn mma_complexity(c: &MmaConfig) -> u64 {
-    (c.split_k as u64 - 1.min(c.split_k as u64)) * 1_000_000
-        + (c.stages as u64 - 2.min(c.stages as u64)) * 100_000
+    (c.split_k as u64).saturating_sub(1) * 1_000_000
+        + (c.stages as u64).saturating_sub(2) * 100_000
         + (c.bm as u64 * c.bn as u64) / 64 * 10
         + c.bk as u64 * 4
         + (c.warps_m as u64 * c.warps_n as u64)
@@ -597,5 +597,29 @@ mod tests {
         let pf = GemmProblem::nn(64, 64, 64, DType::F32);
         let s = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 3, vec: 4, group_m: 1, min_blocks: 1 };
         assert!(check_simt(&pf, &s, Arch::Sm75).unwrap_err().contains("cp.async"));
+    }
+
+    #[test]
+    fn complexity_prefers_fewer_stages_no_split_and_smaller_tiles() {
+        let c = MmaConfig {
+            bm: 128,
+            bn: 128,
+            bk: 32,
+            warps_m: 2,
+            warps_n: 2,
+            stages: 3,
+            split_k: 1,
+            swizzle: true,
+            group_m: 8,
+        };
+        let deeper = MmaConfig { stages: 4, ..c };
+        let split = MmaConfig { split_k: 2, stages: 2, ..c };
+        let smaller = MmaConfig { bm: 64, ..c };
+        assert!(mma_complexity(&c) < mma_complexity(&deeper));
+        assert!(mma_complexity(&deeper) < mma_complexity(&split));
+        assert!(mma_complexity(&smaller) < mma_complexity(&c));
+        let s = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 1 };
+        assert!(simt_complexity(&s) < simt_complexity(&SimtConfig { stages: 3, ..s }));
+        assert!(simt_complexity(&SimtConfig { bm: 64, ..s }) < simt_complexity(&s));
     }
 }
