@@ -189,6 +189,22 @@ pub fn capped(o: &RegistryOptions, max: usize) -> RegistryOptions {
 
 /// Configs per problem of the families with many problems (mma, elementwise, reduce).
 pub const SMALL_FAMILY_CAP: usize = 4;
+/// The same under `--quick` (any cap of at most 3): the default config plus one more.
+pub const SMALL_FAMILY_QUICK_CAP: usize = 2;
+
+/// The cap of the families with many problems: [`SMALL_FAMILY_CAP`], or
+/// [`SMALL_FAMILY_QUICK_CAP`] when `o` is a quick run; none with `--all-configs`.
+pub fn small_family(o: &RegistryOptions) -> RegistryOptions {
+    let quick = o.max_per_template.is_some_and(|m| m <= 3);
+    capped(
+        o,
+        if quick {
+            SMALL_FAMILY_QUICK_CAP
+        } else {
+            SMALL_FAMILY_CAP
+        },
+    )
+}
 
 /// Problems of the SIMT family: f32 NN and TN.
 pub fn gemm_simt_problems() -> Vec<GemmProblem> {
@@ -219,7 +235,7 @@ pub fn gemm_mma_problems() -> Vec<GemmProblem> {
 
 /// The mma.sync tensor-core GEMM template (sm_90a and sm_120).
 pub fn gemm_mma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
-    let o = capped(o, SMALL_FAMILY_CAP);
+    let o = small_family(o);
     let mut v = Vec::new();
     for p in gemm_mma_problems() {
         v.extend(from_template("gemm_mma", &MmaGemm, &p, arch, &o)?);
@@ -247,7 +263,7 @@ pub fn elementwise_problems() -> Result<Vec<ElementwiseProblem>, String> {
 
 /// The fused elementwise template (every arch).
 pub fn elementwise(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
-    let o = capped(o, SMALL_FAMILY_CAP);
+    let o = small_family(o);
     let problems = elementwise_problems().map_err(|reason| FamilyError {
         family: "elementwise",
         arch,
@@ -280,7 +296,7 @@ pub fn reduce_problems() -> Vec<RowProblem> {
 
 /// The softmax / LayerNorm / RMSNorm template (every arch).
 pub fn reduce(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
-    let o = capped(o, SMALL_FAMILY_CAP);
+    let o = small_family(o);
     let mut v = Vec::new();
     for p in reduce_problems() {
         for c in from_template("reduce", &RowReduceTemplate, &p, arch, &o)? {
@@ -466,6 +482,7 @@ mod tests {
             }
             assert!(elementwise(arch, &o).unwrap().len() >= 7, "{arch}");
             assert!(reduce(arch, &o).unwrap().len() >= 9, "{arch}");
+            assert!(mma.len() <= SMALL_FAMILY_QUICK_CAP * gemm_mma_problems().len());
         }
     }
 
@@ -480,6 +497,14 @@ mod tests {
             Some(3)
         );
         assert_eq!(capped(&RegistryOptions::all(), 4).max_per_template, None);
+        assert_eq!(
+            small_family(&RegistryOptions::quick()).max_per_template,
+            Some(2)
+        );
+        assert_eq!(
+            small_family(&RegistryOptions::default()).max_per_template,
+            Some(4)
+        );
     }
 
     #[test]
