@@ -6,6 +6,7 @@
 //! - [`report`]: the versioned `report.json` model; [`markdown`] and [`plots`] render it.
 //! - [`anchors`]: PyTorch anchor figures and the naming convention that maps cases onto them.
 //! - [`gate`]: the regression gate against a per-device baseline.
+//! - [`graphs`]: the elementwise graphs benchmarked (fused and one kernel per op).
 //! - [`timing`]: the CUDA-event timing harness; [`stats`]: medians, percentiles, spread.
 
 pub mod anchors;
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod env_info;
 pub mod gate;
 pub mod gpu;
+pub mod graphs;
 pub mod markdown;
 pub mod plots;
 pub mod progress;

@@ -13,9 +13,12 @@
 //! // and in families(): Family { name: "gemm_simt", build: gemm_simt },
 //! ```
 
+use crate::graphs;
 use crate::samples::SampleKernel;
+use rtx_synthesis::templates::elementwise::{ElementwiseProblem, ElementwiseTemplate};
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
-use rtx_synthesis::templates::gemm::{GemmProblem, Layout};
+use rtx_synthesis::templates::gemm::{GemmProblem, Layout, MmaGemm, SimtGemm};
+use rtx_synthesis::templates::reduce::{RowProblem, RowReduceTemplate};
 use rtx_synthesis::templates::{ConstraintViolation, KernelSource, Template};
 use rtx_synthesis::{Arch, DType};
 
@@ -121,11 +124,22 @@ pub fn families() -> Vec<Family> {
             name: "gemm_wgmma",
             build: gemm_wgmma,
         },
-        // Template families land here as their branches merge, e.g.:
-        // Family { name: "gemm_simt", build: gemm_simt },
-        // Family { name: "gemm_mma", build: gemm_mma },
-        // Family { name: "elementwise", build: elementwise },
-        // Family { name: "reduce", build: reduce },
+        Family {
+            name: "gemm_simt",
+            build: gemm_simt,
+        },
+        Family {
+            name: "gemm_mma",
+            build: gemm_mma,
+        },
+        Family {
+            name: "elementwise",
+            build: elementwise,
+        },
+        Family {
+            name: "reduce",
+            build: reduce,
+        },
     ]
 }
 
@@ -160,6 +174,136 @@ pub fn gemm_wgmma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, F
     let mut v = Vec::new();
     for p in gemm_wgmma_problems() {
         v.extend(from_template("gemm_wgmma", &t, &p, arch, o)?);
+    }
+    Ok(v)
+}
+
+/// `o` with its per-template cap lowered to `max` (families with many problems use this so a
+/// normal run stays a few minutes); `--all-configs` (no cap) stays uncapped.
+pub fn capped(o: &RegistryOptions, max: usize) -> RegistryOptions {
+    RegistryOptions {
+        max_per_template: o.max_per_template.map(|m| m.min(max)),
+        families: o.families.clone(),
+    }
+}
+
+/// Configs per problem of the families with many problems (mma, elementwise, reduce).
+pub const SMALL_FAMILY_CAP: usize = 4;
+/// The same under `--quick` (any cap of at most 3): the default config plus one more.
+pub const SMALL_FAMILY_QUICK_CAP: usize = 2;
+
+/// The cap of the families with many problems: [`SMALL_FAMILY_CAP`], or
+/// [`SMALL_FAMILY_QUICK_CAP`] when `o` is a quick run; none with `--all-configs`.
+pub fn small_family(o: &RegistryOptions) -> RegistryOptions {
+    let quick = o.max_per_template.is_some_and(|m| m <= 3);
+    capped(
+        o,
+        if quick {
+            SMALL_FAMILY_QUICK_CAP
+        } else {
+            SMALL_FAMILY_CAP
+        },
+    )
+}
+
+/// Problems of the SIMT family: f32 NN and TN.
+pub fn gemm_simt_problems() -> Vec<GemmProblem> {
+    vec![
+        GemmProblem::nn(4096, 4096, 4096, DType::F32),
+        GemmProblem::new(4096, 4096, 4096, DType::F32, Layout::Col, Layout::Row),
+    ]
+}
+
+/// The fp32 CUDA-core GEMM template (every arch).
+pub fn gemm_simt(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    let mut v = Vec::new();
+    for p in gemm_simt_problems() {
+        v.extend(from_template("gemm_simt", &SimtGemm, &p, arch, o)?);
+    }
+    Ok(v)
+}
+
+/// Problems of the mma.sync family: f16 / bf16 / tf32 NN, and bf16 NT.
+pub fn gemm_mma_problems() -> Vec<GemmProblem> {
+    vec![
+        GemmProblem::nn(4096, 4096, 4096, DType::F16),
+        GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
+        GemmProblem::nn(4096, 4096, 4096, DType::Tf32),
+        GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col),
+    ]
+}
+
+/// The mma.sync tensor-core GEMM template (sm_90a and sm_120).
+pub fn gemm_mma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    let o = small_family(o);
+    let mut v = Vec::new();
+    for p in gemm_mma_problems() {
+        v.extend(from_template("gemm_mma", &MmaGemm, &p, arch, &o)?);
+    }
+    Ok(v)
+}
+
+/// Problems of the elementwise family: the anchors' `gelu(x*1.5+0.5)` (bf16), the 8-op chain
+/// (bf16, f16, f32) and three seeded random 6-op graphs (bf16).
+pub fn elementwise_problems() -> Result<Vec<ElementwiseProblem>, String> {
+    let mut graphs_ = vec![
+        graphs::gelu_affine(DType::Bf16).map_err(|e| e.to_string())?,
+        graphs::chain8(DType::Bf16),
+        graphs::chain8(DType::F16),
+        graphs::chain8(DType::F32),
+    ];
+    for seed in 1..=3 {
+        graphs_.push(graphs::random_graph(seed, 6, DType::Bf16).map_err(|e| e.to_string())?);
+    }
+    Ok(graphs_
+        .into_iter()
+        .map(|g| ElementwiseProblem::new(g, 16384, 3072))
+        .collect())
+}
+
+/// The fused elementwise template (every arch).
+pub fn elementwise(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    let o = small_family(o);
+    let problems = elementwise_problems().map_err(|reason| FamilyError {
+        family: "elementwise",
+        arch,
+        reason,
+    })?;
+    let mut v = Vec::new();
+    for p in problems {
+        for c in from_template("elementwise", &ElementwiseTemplate, &p, arch, &o)? {
+            // Two graphs may share a config and (by fingerprint) an entry name only if they
+            // are the same graph; keep the first.
+            if !v.iter().any(|x: &CompileCase| x.name == c.name) {
+                v.push(c);
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Problems of the row-reduction family: softmax, LayerNorm (affine) and RMSNorm (weight) at
+/// 16384 x 3072 for f32, f16 and bf16.
+pub fn reduce_problems() -> Vec<RowProblem> {
+    let mut v = Vec::new();
+    for d in [DType::F32, DType::F16, DType::Bf16] {
+        v.push(RowProblem::softmax(16384, 3072, d));
+        v.push(RowProblem::layernorm(16384, 3072, d, true, true, 1e-5));
+        v.push(RowProblem::rmsnorm(16384, 3072, d, true, 1e-6));
+    }
+    v
+}
+
+/// The softmax / LayerNorm / RMSNorm template (every arch).
+pub fn reduce(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, FamilyError> {
+    let o = small_family(o);
+    let mut v = Vec::new();
+    for p in reduce_problems() {
+        for c in from_template("reduce", &RowReduceTemplate, &p, arch, &o)? {
+            if !v.iter().any(|x: &CompileCase| x.name == c.name) {
+                v.push(c);
+            }
+        }
     }
     Ok(v)
 }
@@ -321,6 +465,46 @@ mod tests {
         assert_eq!(spread(&v, 20), v);
         assert_eq!(spread(&v, 1), vec![0]);
         assert!(spread(&v, 0).is_empty());
+    }
+
+    #[test]
+    fn new_families_cover_both_targets() {
+        let o = RegistryOptions::quick();
+        for arch in [Arch::Sm90a, Arch::Sm120] {
+            let simt = gemm_simt(arch, &o).unwrap();
+            assert!(simt.len() >= gemm_simt_problems().len(), "{arch}");
+            let mma = gemm_mma(arch, &o).unwrap();
+            for d in ["f16", "bf16", "tf32"] {
+                assert!(
+                    mma.iter().any(|c| c.name.contains(d)),
+                    "{arch}: no mma {d} case"
+                );
+            }
+            assert!(elementwise(arch, &o).unwrap().len() >= 7, "{arch}");
+            assert!(reduce(arch, &o).unwrap().len() >= 9, "{arch}");
+            assert!(mma.len() <= SMALL_FAMILY_QUICK_CAP * gemm_mma_problems().len());
+        }
+    }
+
+    #[test]
+    fn capped_lowers_but_keeps_unlimited() {
+        assert_eq!(
+            capped(&RegistryOptions::default(), 4).max_per_template,
+            Some(4)
+        );
+        assert_eq!(
+            capped(&RegistryOptions::quick(), 4).max_per_template,
+            Some(3)
+        );
+        assert_eq!(capped(&RegistryOptions::all(), 4).max_per_template, None);
+        assert_eq!(
+            small_family(&RegistryOptions::quick()).max_per_template,
+            Some(2)
+        );
+        assert_eq!(
+            small_family(&RegistryOptions::default()).max_per_template,
+            Some(4)
+        );
     }
 
     #[test]

@@ -157,6 +157,9 @@ pub struct Throughput {
     /// GB/s of minimum bytes moved (memory-bound cases).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gbps: Option<f64>,
+    /// `gbps` over the device copy bandwidth measured in the same run (memory cases).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_fraction: Option<f64>,
 }
 
 /// A baseline measured in the same run (cuBLAS, our untuned default).

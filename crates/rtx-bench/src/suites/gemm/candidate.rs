@@ -46,6 +46,16 @@ pub trait PreparedGemm {
 pub trait GemmCandidate {
     /// Label used in case names (`<label> <dtype> <MxNxK>`), e.g. `rtx-wgmma`.
     fn label(&self) -> String;
+    /// The label of this problem's row (e.g. a tuned candidate names its lookup source);
+    /// [`GemmCandidate::label`] by default.
+    fn label_for(&self, _gpu: &Gpu, _p: &GemmProblem) -> String {
+        self.label()
+    }
+    /// `Some(reason)`: the row is reported as not available instead of being measured (e.g.
+    /// the tuning database has nothing for this problem).
+    fn not_measured(&self, _gpu: &Gpu, _p: &GemmProblem) -> Option<String> {
+        None
+    }
     /// `Err(reason)` for problems it does not handle on this device.
     fn supports(&self, gpu: &Gpu, p: &GemmProblem) -> Result<(), String>;
     /// Generates, compiles and loads the kernel for `p`.
@@ -244,21 +254,21 @@ impl<T: Template<Problem = GemmProblem> + Clone + 'static> GemmCandidate for Tem
     }
 }
 
-/// Every candidate, in report order. Add our GEMM templates here as they land.
+/// Every candidate, in report order: default-config rows before the tuned rows (a tuned row's
+/// `untuned` ratio reuses the same run's default-row figure).
 pub fn candidates() -> Vec<Box<dyn GemmCandidate>> {
+    use super::template_candidates::{open_db, DefaultCandidate, Mma, Simt, TunedCandidate, Wgmma};
+    let db = open_db();
+    if let Err(e) = db.as_ref() {
+        tracing::warn!(target: "rtx_bench", "{e}");
+    }
     vec![
         Box::new(NaiveSample),
-        Box::new(super::wgmma_candidate::WgmmaDefault),
-        // Box::new(TemplateCandidate::new("rtx-simt", SimtGemm, ConfigChoice::Default)),
-        // Box::new(TemplateCandidate::new("rtx-mma", MmaGemm, ConfigChoice::Default)),
-        // Box::new(WgmmaTuned),  // once the tuner lands; its untuned() returns WgmmaDefault
+        Box::new(DefaultCandidate(Simt)),
+        Box::new(DefaultCandidate(Mma)),
+        Box::new(DefaultCandidate(Wgmma)),
+        Box::new(TunedCandidate::new(Simt, db.clone())),
+        Box::new(TunedCandidate::new(Mma, db.clone())),
+        Box::new(TunedCandidate::new(Wgmma, db)),
     ]
 }
-
-/// Why f32/tf32 have no rtx GEMM row yet.
-pub const PENDING_FAMILIES: &str =
-    "no f32/tf32 GEMM template merged into rtx-synthesis yet (simt / mma.sync in progress)";
-
-/// Why f16/bf16 have no tuned rtx GEMM row yet.
-pub const PENDING_TUNER: &str =
-    "no tuner merged yet: the rtx-wgmma-default rows are the wgmma template at its default config";

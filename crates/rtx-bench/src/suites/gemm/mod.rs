@@ -4,15 +4,16 @@
 //! Per problem: random A and B (uniform [-1, 1), rounded to the dtype) are uploaded; C is
 //! poisoned (all bits set: NaN) before a verification run whose output is checked at ~1024
 //! sampled elements against an f64 CPU reference; then the timing harness measures it (L2
-//! flushed between runs). Candidates get `baselines.cublas` (same run, same inputs) and, when
+//! flushed between runs). A candidate whose check fails is a failed row carrying the error
+//! (and its `verified` record, so the run exits 3); it is never timed. Candidates get `baselines.cublas` (same run, same inputs) and, when
 //! they have an untuned variant, `baselines.untuned`.
 
 pub mod candidate;
 pub mod cublas;
 pub mod host_matrix;
 pub mod shapes;
+pub mod template_candidates;
 pub mod verify;
-pub mod wgmma_candidate;
 
 use super::{Suite, SuiteContext, SuiteError};
 use crate::anchors::gemm_key;
@@ -21,14 +22,13 @@ use crate::report::{Case, Clock, Verified};
 use crate::stats::Summary;
 use crate::suite_id::SuiteId;
 use crate::timing::{Timer, TimingConfig, TimingError};
-use candidate::{candidates, GemmCandidate, GemmOperands, PENDING_FAMILIES, PENDING_TUNER};
+use candidate::{candidates, GemmCandidate, GemmOperands};
 use host_matrix::HostMatrix;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use rtx_runtime::blas::Blas;
 use rtx_runtime::{DeviceBuffer, RuntimeError};
 use rtx_synthesis::templates::gemm::GemmProblem;
-use rtx_synthesis::DType;
 
 /// A failure while running one problem; `sticky` ones end the suite.
 #[derive(Debug)]
@@ -151,7 +151,7 @@ fn run_candidate(
     rng: &mut SmallRng,
     cand: &dyn GemmCandidate,
 ) -> Result<Case, ProblemError> {
-    let label = cand.label();
+    let label = cand.label_for(gpu, p);
     let mut k = match cand.prepare(gpu, p) {
         Ok(k) => k,
         Err(e) => return Ok(failed(&label, p, format!("prepare: {e}"))),
@@ -166,6 +166,21 @@ fn run_candidate(
             &gpu.stream,
         )
     })?;
+    if !verified.ok {
+        // A wrong result is never timed: the row fails with the error it made.
+        let mut case = failed(
+            &label,
+            p,
+            format!(
+                "wrong result: sampled f64 check rel_err {:.3e} > bound {:.1e} ({})",
+                verified.rel_err,
+                verified.bound,
+                k.describe()
+            ),
+        );
+        case.verified = Some(verified);
+        return Ok(case);
+    }
     let (a, b, c) = (&ops.a, &ops.b, &mut ops.c);
     let mut go = GemmOperands { a, b, c };
     let s = timer.time(timing, |st, _| k.launch(&mut go, st))?;
@@ -202,6 +217,19 @@ fn run_problem(
         if cand.supports(gpu, p).is_err() {
             continue;
         }
+        if let Some(why) = cand.not_measured(gpu, p) {
+            let shape = shapes::shape_name(p);
+            out.push(
+                Case::not_available(
+                    SuiteId::Gemm,
+                    format!("{} {} {shape}", cand.label_for(gpu, p), p.dtype),
+                    shape,
+                    why,
+                )
+                .with_dtype(p.dtype.name()),
+            );
+            continue;
+        }
         let mut case = match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref())
         {
             Ok(c) => c,
@@ -212,6 +240,21 @@ fn run_problem(
             case.baselines.cublas = case.measured_baseline(us);
         }
         if let Some(u) = cand.untuned().filter(|u| u.supports(gpu, p).is_ok()) {
+            let u_name = format!(
+                "{} {} {}",
+                u.label_for(gpu, p),
+                p.dtype,
+                shapes::shape_name(p)
+            );
+            // The same run already measured the untuned variant (default rows come first).
+            if let Some(prev) = out.iter().find(|c| c.name == u_name) {
+                if prev.is_measured() && prev.verified.is_some_and(|v| v.ok) {
+                    case.baselines.untuned =
+                        prev.median_us.and_then(|us| case.measured_baseline(us));
+                }
+                out.push(case);
+                continue;
+            }
             match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, u.as_ref()) {
                 Ok(uc) if uc.is_measured() && uc.verified.is_some_and(|v| v.ok) => {
                     case.baselines.untuned = uc.median_us.and_then(|us| case.measured_baseline(us));
@@ -237,18 +280,7 @@ impl Suite for GemmSuite {
         true
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
-        let mut out = run_problems(ctx, &shapes::problems(ctx.quick))?;
-        if ctx.gpu.is_some() {
-            for d in shapes::DTYPES {
-                let (name, why) = match d {
-                    DType::F32 | DType::Tf32 => (format!("rtx {d} (all shapes)"), PENDING_FAMILIES),
-                    DType::F16 | DType::Bf16 => {
-                        (format!("rtx-tuned {d} (all shapes)"), PENDING_TUNER)
-                    }
-                };
-                out.push(Case::not_available(SuiteId::Gemm, name, "-", why).with_dtype(d.name()));
-            }
-        }
+        let out = run_problems(ctx, &shapes::problems(ctx.quick))?;
         Ok(out)
     }
 }
