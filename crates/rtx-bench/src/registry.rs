@@ -248,9 +248,9 @@ pub fn gemm_mma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, Fam
 pub fn elementwise_problems() -> Result<Vec<ElementwiseProblem>, String> {
     let mut graphs_ = vec![
         graphs::gelu_affine(DType::Bf16).map_err(|e| e.to_string())?,
-        graphs::chain8(DType::Bf16),
-        graphs::chain8(DType::F16),
-        graphs::chain8(DType::F32),
+        graphs::chain8(DType::Bf16).map_err(|e| e.to_string())?,
+        graphs::chain8(DType::F16).map_err(|e| e.to_string())?,
+        graphs::chain8(DType::F32).map_err(|e| e.to_string())?,
     ];
     for seed in 1..=3 {
         graphs_.push(graphs::random_graph(seed, 6, DType::Bf16).map_err(|e| e.to_string())?);

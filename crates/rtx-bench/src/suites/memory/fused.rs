@@ -61,9 +61,9 @@ impl ChainKind {
             ChainKind::GeluAffine => {
                 graphs::gelu_affine(dtype).map_err(|e| CaseError::msg(e.to_string()))
             }
-            ChainKind::Chain8 => Ok(graphs::chain8(dtype)),
-            ChainKind::BiasGelu => Ok(presets::bias_gelu(dtype, GeluForm::Tanh)),
-            ChainKind::SiluGate => Ok(presets::silu_gate(dtype)),
+            ChainKind::Chain8 => graphs::chain8(dtype).map_err(|e| CaseError::msg(e.to_string())),
+            ChainKind::BiasGelu => presets::bias_gelu(dtype, GeluForm::Tanh).map_err(|e| CaseError::msg(e.to_string())),
+            ChainKind::SiluGate => presets::silu_gate(dtype).map_err(|e| CaseError::msg(e.to_string())),
         }
     }
 }
