@@ -563,28 +563,7 @@ pub(crate) mod tests {
 
     /// A hand-made device description for tests (architectural limits only; not a measurement).
     pub(crate) fn example_info() -> DeviceInfo {
-        DeviceInfo {
-            ordinal: 0,
-            name: "example sm_90 (not a real device)".into(),
-            compute_capability: (9, 0),
-            sm_count: 132,
-            l2_bytes: 50 << 20,
-            smem_per_block: 48 << 10,
-            smem_per_block_optin: 227 << 10,
-            smem_per_sm: 228 << 10,
-            regs_per_block: 65536,
-            regs_per_sm: 65536,
-            max_threads_per_block: 1024,
-            max_block_dims: [1024, 1024, 64],
-            max_grid_dims: [i32::MAX as u32, 65535, 65535],
-            warp_size: 32,
-            clock_khz: 0,
-            mem_clock_khz: 0,
-            mem_bus_width_bits: 0,
-            total_mem: 0,
-            driver_version: (0, 0),
-            nvrtc_version: None,
-        }
+        DeviceInfo::example_sm90()
     }
 
     /// A hand-made report for tests (figures are arbitrary test inputs, not measurements).
