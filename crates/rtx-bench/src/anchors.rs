@@ -190,6 +190,8 @@ pub enum MemOp {
     Softmax,
     /// `F.gelu(x * 1.5 + 0.5)` run eagerly (PyTorch makes two kernels).
     GeluAffine,
+    /// rtx's 8-op chain run eagerly (scripts/h200/torch_chain8.py appends it to the anchors).
+    Chain8,
 }
 
 impl MemOp {
@@ -200,6 +202,7 @@ impl MemOp {
             MemOp::RmsNorm => "rmsnorm",
             MemOp::Softmax => "softmax",
             MemOp::GeluAffine => "gelu(x*1.5+0.5) eager",
+            MemOp::Chain8 => "chain8 eager",
         }
     }
 }
@@ -262,6 +265,11 @@ mod tests {
         }
         assert_eq!(attn_key(DType::F32, 1, 1, 1, 1, false), None);
         assert_eq!(copy_key(1000), None);
+        // The name scripts/h200/torch_chain8.py writes (`chain8 eager bf16 {rows}x{cols}`).
+        assert_eq!(
+            mem_key(MemOp::Chain8, DType::Bf16, 32768, 4096),
+            "mem chain8 eager bf16 32768x4096"
+        );
     }
 
     #[test]

@@ -197,7 +197,12 @@ pub fn plan(quick: bool) -> Vec<MemCase> {
         rows: CHAIN_SHAPE.0,
         cols: CHAIN_SHAPE.1,
         suite: SuiteId::Memory,
-        anchor: None,
+        anchor: Some(mem_key(
+            MemOp::Chain8,
+            DType::Bf16,
+            CHAIN_SHAPE.0 as u64,
+            CHAIN_SHAPE.1 as u64,
+        )),
     }));
     v
 }

@@ -62,7 +62,7 @@ impl RowCase {
             MemOp::Softmax => Ok(RowProblem::softmax(r, c, d)),
             MemOp::LayerNorm => Ok(RowProblem::layernorm(r, c, d, false, false, LN_EPS)),
             MemOp::RmsNorm => Ok(RowProblem::rmsnorm(r, c, d, false, RMS_EPS)),
-            MemOp::GeluAffine => Err(CaseError::msg("gelu is an elementwise chain, not a row op")),
+            MemOp::GeluAffine | MemOp::Chain8 => Err(CaseError::msg("an elementwise chain is not a row op")),
         }
     }
 }
@@ -117,7 +117,7 @@ pub fn reference_row(op: MemOp, x: &[f64]) -> Vec<f64> {
         MemOp::Softmax => softmax_row(x),
         MemOp::LayerNorm => layernorm_row(x, None, None, LN_EPS as f64),
         MemOp::RmsNorm => rmsnorm_row(x, None, RMS_EPS as f64),
-        MemOp::GeluAffine => vec![f64::NAN; x.len()],
+        MemOp::GeluAffine | MemOp::Chain8 => vec![f64::NAN; x.len()],
     }
 }
 

@@ -6,6 +6,7 @@
 //! the f64 references in `reference.rs` model.
 
 use crate::templates::codegen::CudaWriter;
+use super::expr::ExprGraph;
 use crate::{Arch, DType};
 
 /// Headers, constants, conversions and vector load/store helpers.
@@ -164,17 +165,36 @@ __device__ __forceinline__ float rtx_mul(float a, float b) { return a * b; }
 __device__ __forceinline__ float rtx_div(float a, float b) { return a / b; }
 __device__ __forceinline__ float rtx_neg(float x) { return -x; }
 __device__ __forceinline__ float rtx_abs(float x) { return fabsf(x); }
-__device__ __forceinline__ float rtx_exp(float x) { return expf(x); }
+__device__ __forceinline__ float rtx_exp(float x) {
+#if defined(__CUDA_ARCH__) && RTX_APPROX_SFU
+  float r;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+#else
+  return expf(x);
+#endif
+}
 __device__ __forceinline__ float rtx_log(float x) { return logf(x); }
 __device__ __forceinline__ float rtx_sqrt(float x) { return sqrtf(x); }
 __device__ __forceinline__ float rtx_rsqrt(float x) { return rsqrtf(x); }
-__device__ __forceinline__ float rtx_tanh(float x) { return tanhf(x); }
-__device__ __forceinline__ float rtx_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float rtx_silu(float x) { return x / (1.0f + expf(-x)); }
+// RTX_APPROX_SFU (set per kernel, see `uses_approx_sfu`): tanh and exp on the special function
+// unit. tanh.approx.f32 has a relative error of about 2^-11, ex2.approx.f32 about 2 ulp of f32:
+// both below a quarter of bf16's half-ulp (2^-9), so bf16 results are unchanged in accuracy.
+__device__ __forceinline__ float rtx_tanh(float x) {
+#if defined(__CUDA_ARCH__) && RTX_APPROX_SFU
+  float r;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return tanhf(x);
+#endif
+}
+__device__ __forceinline__ float rtx_sigmoid(float x) { return 1.0f / (1.0f + rtx_exp(-x)); }
+__device__ __forceinline__ float rtx_silu(float x) { return x / (1.0f + rtx_exp(-x)); }
 __device__ __forceinline__ float rtx_relu(float x) { return rtx_max(x, 0.0f); }
 __device__ __forceinline__ float rtx_gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float rtx_gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + rtx_tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
 }
 __device__ __forceinline__ float rtx_cast_f32(float x) { return x; }
 __device__ __forceinline__ float rtx_cast_f16(float x) { return rtx_round<__half>(x); }
@@ -186,9 +206,18 @@ pub fn write_memory_prelude(w: &mut CudaWriter) {
     w.lines(MEMORY_PRELUDE);
 }
 
-/// Writes the per-op scalar math helpers of the elementwise IR.
-pub fn write_math_prelude(w: &mut CudaWriter) {
+/// Writes the per-op scalar math helpers of the elementwise IR; `approx_sfu` selects the
+/// special-function-unit forms of tanh and exp (see [`uses_approx_sfu`]).
+pub fn write_math_prelude(w: &mut CudaWriter, approx_sfu: bool) {
+    w.line(format!("#define RTX_APPROX_SFU {}", approx_sfu as u32));
     w.lines(MATH_PRELUDE);
+}
+
+/// Whether a kernel may use the approximate tanh/exp of the special function unit: only when
+/// every output is bf16, where their error (about 2^-11 relative) is under a quarter of the
+/// format's half-ulp. f32 and f16 outputs keep the precise libdevice forms.
+pub fn uses_approx_sfu(graph: &ExprGraph) -> bool {
+    !graph.outputs.is_empty() && graph.outputs.iter().all(|o| o.dtype == DType::Bf16)
 }
 
 /// Most resident threads per SM on `arch` (datasheet values).

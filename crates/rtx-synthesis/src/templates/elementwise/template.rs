@@ -13,7 +13,7 @@
 //!   through `rtx_tile<1>` in a grid-stride loop (correct for any grid).
 
 use super::config::{ElementwiseConfig, GridMode};
-use super::device::{vector_alignment, write_math_prelude, write_memory_prelude};
+use super::device::{uses_approx_sfu, vector_alignment, write_math_prelude, write_memory_prelude};
 use super::expr::{Broadcast, Node, UnaryOp, ValueRef};
 use super::problem::ElementwiseProblem;
 use crate::templates::codegen::CudaWriter;
@@ -385,7 +385,8 @@ impl Template for ElementwiseTemplate {
     }
 
     fn version(&self) -> u32 {
-        1
+        // 2: SFU tanh/exp for bf16-output graphs.
+        2
     }
 
     fn space(&self, _problem: &ElementwiseProblem, arch: Arch) -> Vec<ElementwiseConfig> {
@@ -519,7 +520,7 @@ impl Template for ElementwiseTemplate {
             problem.graph.outputs.len()
         ));
         write_memory_prelude(&mut w);
-        write_math_prelude(&mut w);
+        write_math_prelude(&mut w, uses_approx_sfu(&problem.graph));
         w.line("");
         w.constant("int", "THREADS", config.threads);
         w.constant(
@@ -674,5 +675,19 @@ mod tests {
             .unwrap()
             .code
             .contains("typedef unsigned long long rtx_idx;"));
+    }
+
+    #[test]
+    fn approximate_sfu_math_only_for_bf16_outputs() {
+        let t = ElementwiseTemplate;
+        for (d, approx) in [(DType::Bf16, 1), (DType::F16, 0), (DType::F32, 0)] {
+            let p = bias_gelu(d, 64, 64);
+            let c = t.default_config(&p, Arch::Sm90a);
+            let s = t.emit(&p, &c, Arch::Sm90a).unwrap();
+            assert!(
+                s.code.contains(&format!("#define RTX_APPROX_SFU {approx}")),
+                "{d:?} output should set RTX_APPROX_SFU {approx}"
+            );
+        }
     }
 }
