@@ -59,17 +59,13 @@ fn aligned(p: &GemmProblem, v: u64, with_c: bool) -> bool {
 
 /// Shared memory of a SIMT config, from the documented layout (not from the crate's geometry).
 fn simt_smem(p: &GemmProblem, c: &SimtConfig) -> u64 {
-    let (bm, bn, bk, vec) = (c.bm as u64, c.bn as u64, c.bk as u64, c.vec as u64);
+    let (bm, bn, bk) = (c.bm as u64, c.bn as u64, c.bk as u64);
     let a_k = p.layout_a == Layout::Row;
     let b_k = p.layout_b == Layout::Col;
-    if c.stages == 2 {
-        // Two [bk][mn (+4 when transposed)] buffers per operand.
-        2 * (bk * (bm + if a_k { 4 } else { 0 }) + bk * (bn + if b_k { 4 } else { 0 })) * 4
-    } else {
-        let a = if a_k { bm * (bk + vec) } else { bk * bm };
-        let b = if b_k { bn * (bk + vec) } else { bk * bn };
-        c.stages as u64 * (a + b) * 4
-    }
+    // Both pipelines: [bk][mn (+4 when transposed)] tiles per operand; two buffers for the
+    // register-staged pipeline, `stages` for the cp.async ring.
+    let bufs = if c.stages == 2 { 2 } else { c.stages as u64 };
+    bufs * (bk * (bm + if a_k { 4 } else { 0 }) + bk * (bn + if b_k { 4 } else { 0 })) * 4
 }
 
 /// Shared memory of an mma config, from the documented layout.

@@ -177,16 +177,71 @@ fn tuned_entry_is_served_exact_and_to_a_nearby_shape() {
 }
 
 #[test]
-fn f32_gemm_on_hopper_has_no_template_yet() {
-    let Some(dev) = device_or_skip("f32_gemm_on_hopper_has_no_template_yet") else { return };
+fn f32_and_tf32_gemms_are_served_by_simt_and_mma_and_tune() {
+    let Some(dev) = device_or_skip("f32_and_tf32_gemms_are_served_by_simt_and_mma_and_tune") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let synth = synth_with_db(&dev, &dir.path().join("tuning.db"));
-    match synth.gemm(&GemmSpec::new(512, 512, 512, DType::F32)) {
-        Err(SynthError::NoTemplate { reasons, .. }) => {
-            assert!(reasons.iter().any(|r| r.family == "wgmma"), "{reasons:?}");
-        }
-        other => panic!("expected NoTemplate for an f32 GEMM, got {other:?}"),
+    // f32 -> SIMT on any arch (the large default tile at 2048^2), tf32 -> mma.sync.
+    for (spec, family) in [
+        (GemmSpec::new(2048, 2048, 512, DType::F32), "gemm_simt"),
+        (
+            GemmSpec::new(333, 257, 129, DType::F32).with_layouts(Layout::Col, Layout::Row),
+            "gemm_simt",
+        ),
+        (
+            GemmSpec::new(512, 384, 256, DType::Tf32).with_layouts(Layout::Row, Layout::Col),
+            "gemm_mma",
+        ),
+    ] {
+        let k = synth
+            .gemm(&spec)
+            .unwrap_or_else(|e| panic!("{spec:?}: {e}"));
+        assert_eq!(k.template(), family, "{spec:?}");
+        let (err, source) = run_against_cublas(&synth, &spec, 5);
+        assert_eq!(source, LookupSource::Default);
+        assert!(
+            err < spec.dtype.rel_tolerance(),
+            "{spec:?}: rel error {err:e}"
+        );
+        eprintln!(
+            "SYNTH {family} {}x{}x{} {}: rel error {err:.2e}",
+            spec.m, spec.n, spec.k, spec.dtype
+        );
     }
+    // A short SIMT tuning run verifies every candidate against cuBLAS (fp32 bound 1e-5), stores
+    // the winner, and the next request is served that exact entry.
+    let spec = GemmSpec::new(512, 512, 512, DType::F32);
+    let req = TuneRequest {
+        strategy: StrategyKind::Random,
+        budget: Budget::Count(4),
+        time_budget: Duration::from_secs(120),
+        protocol: MeasureProtocol {
+            warmup: Warmup::Iters(3),
+            min_reps: 5,
+            max_reps: 20,
+            max_time_ms: 200.0,
+            ..MeasureProtocol::default()
+        },
+        ..TuneRequest::default()
+    };
+    let report = synth
+        .tune_gemm(&spec, &req)
+        .unwrap_or_else(|e| panic!("SIMT tuning failed: {e}"));
+    assert_eq!(report.template, "gemm_simt");
+    assert!(
+        report.outcome.measured >= 1,
+        "{} measured",
+        report.outcome.measured
+    );
+    assert!(report.stored);
+    let (err, source) = run_against_cublas(&synth, &spec, 6);
+    assert_eq!(source, LookupSource::Exact);
+    assert!(
+        err < DType::F32.rel_tolerance(),
+        "tuned SIMT: rel error {err:e}"
+    );
 }
 
 /// The worker side of `isolated_tuning_measures_in_worker_processes`; a no-op in a normal run.

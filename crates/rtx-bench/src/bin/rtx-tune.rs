@@ -22,9 +22,12 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use rtx_runtime::Device;
 use rtx_synthesis::aot::KernelCache;
-use rtx_synthesis::synth::{parse_layouts, parse_mnk, tflops, GemmGpuBackend, GemmSpec, StrategyKind, Synth, TuneRequest};
+use rtx_synthesis::synth::{
+    parse_layouts, parse_mnk, select_family, tflops, GemmFamily, GemmFamilyKind, GemmGpuBackend,
+    GemmSpec, StrategyKind, Synth, TuneRequest,
+};
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
-use rtx_synthesis::templates::gemm::GemmProblem;
+use rtx_synthesis::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use rtx_synthesis::tuner::{worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
 use rtx_synthesis::{Arch, DType};
 use std::path::PathBuf;
@@ -57,6 +60,9 @@ enum Cmd {
         /// Device ordinal.
         #[arg(long, default_value_t = 0)]
         ordinal: usize,
+        /// Template family: wgmma, mma, simt.
+        #[arg(long, default_value = "wgmma")]
+        family: String,
     },
 }
 
@@ -126,7 +132,13 @@ fn main() {
                 }
             }
         }
-        Cmd::TuneWorker { problem, arch, sm_count, ordinal } => match run_worker(&problem, &arch, sm_count, ordinal) {
+        Cmd::TuneWorker {
+            problem,
+            arch,
+            sm_count,
+            ordinal,
+            family,
+        } => match run_worker(&problem, &arch, sm_count, ordinal, &family) {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("rtx-tune tune-worker: {e:#}");
@@ -137,13 +149,37 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run_worker(problem: &str, arch: &str, sm_count: u32, ordinal: usize) -> Result<i32> {
-    let problem: GemmProblem = serde_json::from_str(problem).context("--problem is not GemmProblem JSON")?;
+fn run_worker(
+    problem: &str,
+    arch: &str,
+    sm_count: u32,
+    ordinal: usize,
+    family: &str,
+) -> Result<i32> {
+    let problem: GemmProblem =
+        serde_json::from_str(problem).context("--problem is not GemmProblem JSON")?;
     let arch: Arch = arch.parse()?;
-    let template = WgmmaGemm::new(sm_count);
     let cache = Arc::new(KernelCache::open_default()?);
-    let backend = GemmGpuBackend::<WgmmaGemm>::new(ordinal, cache);
-    let exit = worker_main(&template, &problem, arch, &backend)?;
+    let exit = match GemmFamilyKind::parse(family) {
+        Some(GemmFamilyKind::Wgmma) => {
+            serve_family(&WgmmaGemm::new(sm_count), &problem, arch, ordinal, cache)?
+        }
+        Some(GemmFamilyKind::Mma) => serve_family(&MmaGemm, &problem, arch, ordinal, cache)?,
+        Some(GemmFamilyKind::Simt) => serve_family(&SimtGemm, &problem, arch, ordinal, cache)?,
+        None => bail!("--family `{family}`: expected wgmma, mma or simt"),
+    };
+    Ok(exit)
+}
+
+fn serve_family<F: GemmFamily>(
+    template: &F,
+    problem: &GemmProblem,
+    arch: Arch,
+    ordinal: usize,
+    cache: Arc<KernelCache>,
+) -> Result<i32> {
+    let backend = GemmGpuBackend::<F>::new(ordinal, cache);
+    let exit = worker_main(template, problem, arch, &backend)?;
     Ok(exit.code())
 }
 
@@ -175,6 +211,7 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
         Some(c) => Budget::Count(c),
         None => Budget::Fraction(args.fraction),
     };
+    let family = select_family(&problem, synth.arch(), &info)?;
     let isolate = if args.isolate {
         let exe = std::env::current_exe().context("locating this executable for the worker")?;
         Some(
@@ -187,17 +224,20 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
                 .arg("--sm-count")
                 .arg(info.sm_count.to_string())
                 .arg("--ordinal")
-                .arg(device.ordinal().to_string()),
+                .arg(device.ordinal().to_string())
+                .arg("--family")
+                .arg(family.name()),
         )
     } else {
         None
     };
     println!(
-        "rtx-tune: gemm {m}x{n}x{k} batch {} {dtype} {} on {} ({}), strategy {:?}{}",
+        "rtx-tune: gemm {m}x{n}x{k} batch {} {dtype} {} on {} ({}), family {}, strategy {:?}{}",
         args.batch,
         args.layout,
         info.name,
         synth.arch(),
+        family.name(),
         strategy,
         if args.isolate { ", isolated workers" } else { "" }
     );

@@ -1,10 +1,14 @@
 //! [`GemmFamily`]: what the synthesizer needs from a GEMM template beyond [`Template`] (a
-//! constructor for the device at hand and a launch), implemented for the wgmma template; and
-//! [`CappedSpace`], a template wrapper that caps the search space deterministically.
+//! constructor for the device at hand and a launch), implemented for the wgmma, mma.sync and
+//! SIMT templates; and [`CappedSpace`], a template wrapper that caps the search space
+//! deterministically.
 
 use super::buffers::{GemmBuffers, GemmLaunchError};
+use crate::templates::gemm::launch::{
+    launch_gemm, ExtraArg, GemmBuffers as AbiBuffers, GemmLaunchError as AbiLaunchError,
+};
 use crate::templates::gemm::wgmma::{WgmmaBuffers, WgmmaGemm};
-use crate::templates::gemm::GemmProblem;
+use crate::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::Arch;
 use rtx_runtime::{DeviceInfo, Function, Stream};
@@ -49,25 +53,160 @@ impl GemmFamily for WgmmaGemm {
             let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
             return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
         }
-        // Split-K: a workspace per stream, zeroed once when (re)allocated; every launch leaves
-        // its counters zero again, so launches in stream order may share it.
-        let mut pool = split_k_workspaces().lock().unwrap_or_else(|e| e.into_inner());
-        let key = stream.id();
-        if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
-            pool.remove(&key);
-            let mut w = stream.device().alloc(need as usize, stream)?;
-            w.fill_u8(0, stream)?;
-            pool.insert(key, w);
-        }
-        let ws = pool.get_mut(&key).expect("inserted above");
-        let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: Some(ws) };
-        WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
+        with_stream_workspace(stream, need, |ws| {
+            let mut wb = WgmmaBuffers {
+                a: bufs.a,
+                b: bufs.b,
+                c: &mut *bufs.c,
+                bias: bufs.bias,
+                residual: bufs.residual,
+                workspace: Some(ws),
+            };
+            WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
+        })
     }
 }
 
-/// Split-K workspaces of the wgmma family, one per stream (keyed by [`Stream::id`]).
-fn split_k_workspaces() -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
-    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>> = std::sync::OnceLock::new();
+impl GemmFamily for MmaGemm {
+    const FAMILY: &'static str = "mma";
+
+    fn for_device(_info: &DeviceInfo) -> Self {
+        MmaGemm
+    }
+
+    fn enqueue_gemm(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &Self::Config,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError> {
+        check_for_stream(self, p, c, stream)?;
+        let dims = self.launch(p, c);
+        let need = MmaGemm::workspace_bytes(p, c);
+        if need == 0 {
+            return launch_abi(f, dims, p, bufs, &[], stream);
+        }
+        with_stream_workspace(stream, need, |ws| {
+            launch_abi(f, dims, p, bufs, &[ExtraArg::Buffer(&*ws)], stream)
+        })
+    }
+}
+
+impl GemmFamily for SimtGemm {
+    const FAMILY: &'static str = "simt";
+
+    fn for_device(_info: &DeviceInfo) -> Self {
+        SimtGemm
+    }
+
+    fn enqueue_gemm(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        c: &Self::Config,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError> {
+        check_for_stream(self, p, c, stream)?;
+        launch_abi(f, self.launch(p, c), p, bufs, &[], stream)
+    }
+}
+
+/// Checks `c` for `p` on the architecture of `stream`'s device (a config that does not fit the
+/// device is refused before any launch).
+fn check_for_stream<T: Template<Problem = GemmProblem>>(
+    t: &T,
+    p: &GemmProblem,
+    c: &T::Config,
+    stream: &Stream,
+) -> Result<(), GemmLaunchError> {
+    let (major, minor) = stream.device().info().compute_capability;
+    let arch = Arch::for_compute_capability(major, minor)
+        .map_err(|e| GemmLaunchError::Other(e.to_string()))?;
+    t.check(p, c, arch)
+        .map_err(|v| GemmLaunchError::Constraint(v.reason))
+}
+
+/// Launches a kernel of the shared ABI (`GEMM_ABI.md`) through [`launch_gemm`].
+fn launch_abi(
+    f: &Function,
+    dims: LaunchDims,
+    p: &GemmProblem,
+    bufs: &mut GemmBuffers<'_>,
+    extra: &[ExtraArg<'_>],
+    stream: &Stream,
+) -> Result<(), GemmLaunchError> {
+    let mut ab = AbiBuffers {
+        a: bufs.a,
+        b: bufs.b,
+        c: &mut *bufs.c,
+        bias: bufs.bias,
+        residual: bufs.residual,
+    };
+    launch_gemm(f, dims, p, &mut ab, extra, stream).map_err(abi_error)
+}
+
+/// The ABI launcher's error in the synthesizer's terms (runtime errors kept, so sticky stays sticky).
+fn abi_error(e: AbiLaunchError) -> GemmLaunchError {
+    match e {
+        AbiLaunchError::Problem(p) => GemmLaunchError::Constraint(p.to_string()),
+        AbiLaunchError::BufferTooSmall {
+            operand,
+            needed,
+            got,
+        } => GemmLaunchError::BufferTooSmall {
+            buffer: operand,
+            need: needed,
+            have: got,
+        },
+        AbiLaunchError::Misaligned { operand, ptr } => GemmLaunchError::Misaligned {
+            buffer: operand,
+            addr: ptr,
+            align: 16,
+        },
+        AbiLaunchError::MissingOperand { operand } => {
+            GemmLaunchError::MissingBuffer { buffer: operand }
+        }
+        AbiLaunchError::TooLarge { what, value } => GemmLaunchError::Constraint(format!(
+            "{what}={value} does not fit an int kernel argument"
+        )),
+        AbiLaunchError::Runtime(r) => GemmLaunchError::Runtime(r),
+    }
+}
+
+/// Runs `f` with this stream's split-K workspace of at least `need` bytes. Workspaces are kept
+/// per stream (keyed by [`Stream::id`]) and zeroed once when (re)allocated; every split-K launch
+/// of the wgmma and mma families leaves its counters zero again, so launches in stream order may
+/// share one.
+fn with_stream_workspace<R>(
+    stream: &Stream,
+    need: u64,
+    f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
+) -> Result<R, GemmLaunchError> {
+    let mut pool = split_k_workspaces()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let key = stream.id();
+    if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
+        pool.remove(&key);
+        let mut w = stream.device().alloc(need as usize, stream)?;
+        w.fill_u8(0, stream)?;
+        pool.insert(key, w);
+    }
+    let ws = pool
+        .get_mut(&key)
+        .ok_or_else(|| GemmLaunchError::Other("split-K workspace vanished".into()))?;
+    f(ws)
+}
+
+/// Split-K workspaces of the wgmma and mma families, one per stream (keyed by [`Stream::id`]).
+fn split_k_workspaces(
+) -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
+    static POOL: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>,
+    > = std::sync::OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 

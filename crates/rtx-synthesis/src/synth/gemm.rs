@@ -5,7 +5,7 @@ use super::buffers::{check_buffer_sizes, BufferSizes, GemmBuffers, GemmLaunchErr
 use super::error::{FamilyRejection, SynthError};
 use super::family::GemmFamily;
 use crate::templates::gemm::wgmma::WgmmaGemm;
-use crate::templates::gemm::{Epilogue, GemmProblem, Layout};
+use crate::templates::gemm::{Epilogue, GemmProblem, Layout, MmaGemm, SimtGemm};
 use crate::tuner::LookupSource;
 use crate::{Arch, DType};
 use rtx_runtime::{DeviceBuffer, DeviceInfo, Function, Stream};
@@ -108,6 +108,32 @@ pub fn parse_layouts(s: &str) -> Result<(Layout, Layout), String> {
 pub enum GemmFamilyKind {
     /// Hopper wgmma + TMA ([`WgmmaGemm`]).
     Wgmma,
+    /// Tensor cores through `mma.sync` ([`MmaGemm`], sm_80+).
+    Mma,
+    /// fp32 on the CUDA cores ([`SimtGemm`], any arch).
+    Simt,
+}
+
+impl GemmFamilyKind {
+    /// The family's short name (`wgmma`, `mma`, `simt`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmFamilyKind::Wgmma => WgmmaGemm::FAMILY,
+            GemmFamilyKind::Mma => MmaGemm::FAMILY,
+            GemmFamilyKind::Simt => SimtGemm::FAMILY,
+        }
+    }
+
+    /// Parses a short family name.
+    pub fn parse(s: &str) -> Option<GemmFamilyKind> {
+        [
+            GemmFamilyKind::Wgmma,
+            GemmFamilyKind::Mma,
+            GemmFamilyKind::Simt,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+    }
 }
 
 /// Whether `family` accepts `p` on `arch` (its default config passes `check()`).
@@ -115,16 +141,41 @@ pub fn family_accepts<F: GemmFamily>(family: &F, p: &GemmProblem, arch: Arch) ->
     family.check(p, &family.default_config(p, arch), arch).map_err(|v| v.reason)
 }
 
-/// Picks the family for `p` on `arch` (`info` configures each candidate): wgmma on sm_90a when
-/// it accepts the problem; otherwise [`SynthError::NoTemplate`] with every family's reason.
-pub fn select_family(p: &GemmProblem, arch: Arch, info: &DeviceInfo) -> Result<GemmFamilyKind, SynthError> {
+/// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
+/// (any arch); f16/bf16 with wgmma on sm_90a, else mma.sync; tf32 with mma.sync.
+pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
+    match p.dtype {
+        DType::F32 => vec![GemmFamilyKind::Simt],
+        DType::F16 | DType::Bf16 if arch == Arch::Sm90a => {
+            vec![GemmFamilyKind::Wgmma, GemmFamilyKind::Mma]
+        }
+        DType::F16 | DType::Bf16 => vec![GemmFamilyKind::Mma],
+        DType::Tf32 => vec![GemmFamilyKind::Mma],
+    }
+}
+
+/// Picks the family for `p` on `arch` (`info` configures each candidate): the first of
+/// [`family_candidates`] whose default config accepts the problem; otherwise
+/// [`SynthError::NoTemplate`] with every candidate's reason.
+pub fn select_family(
+    p: &GemmProblem,
+    arch: Arch,
+    info: &DeviceInfo,
+) -> Result<GemmFamilyKind, SynthError> {
     let mut reasons = Vec::new();
-    match family_accepts(&WgmmaGemm::for_device(info), p, arch) {
-        Ok(()) => return Ok(GemmFamilyKind::Wgmma),
-        Err(reason) => reasons.push(FamilyRejection {
-            family: WgmmaGemm::FAMILY,
-            reason,
-        }),
+    for kind in family_candidates(p, arch) {
+        let verdict = match kind {
+            GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::for_device(info), p, arch),
+            GemmFamilyKind::Mma => family_accepts(&MmaGemm::for_device(info), p, arch),
+            GemmFamilyKind::Simt => family_accepts(&SimtGemm::for_device(info), p, arch),
+        };
+        match verdict {
+            Ok(()) => return Ok(kind),
+            Err(reason) => reasons.push(FamilyRejection {
+                family: kind.name(),
+                reason,
+            }),
+        }
     }
     Err(SynthError::NoTemplate {
         problem: Box::new(*p),
@@ -285,26 +336,77 @@ mod tests {
     }
 
     #[test]
-    fn unserved_problems_get_a_typed_error_with_each_reason() {
+    fn every_dtype_has_its_family() {
         let info = DeviceInfo::example_sm90();
         let f32p = GemmSpec::new(512, 512, 512, DType::F32).problem().unwrap();
-        match select_family(&f32p, Arch::Sm90a, &info) {
+        for arch in [Arch::Sm70, Arch::Sm80, Arch::Sm90a, Arch::Sm120] {
+            assert_eq!(
+                select_family(&f32p, arch, &info).unwrap(),
+                GemmFamilyKind::Simt,
+                "{arch}"
+            );
+        }
+        let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
+        assert_eq!(
+            select_family(&bf, Arch::Sm80, &info).unwrap(),
+            GemmFamilyKind::Mma
+        );
+        assert_eq!(
+            select_family(&bf, Arch::Sm120, &info).unwrap(),
+            GemmFamilyKind::Mma
+        );
+        let tf = GemmSpec::new(512, 512, 512, DType::Tf32).problem().unwrap();
+        assert_eq!(
+            select_family(&tf, Arch::Sm90a, &info).unwrap(),
+            GemmFamilyKind::Mma
+        );
+        // Odd leading dimensions: the SIMT path serves them with scalar accesses.
+        let odd32 = GemmSpec::new(1001, 1001, 1001, DType::F32)
+            .problem()
+            .unwrap();
+        assert_eq!(
+            select_family(&odd32, Arch::Sm90a, &info).unwrap(),
+            GemmFamilyKind::Simt
+        );
+        for k in [
+            GemmFamilyKind::Wgmma,
+            GemmFamilyKind::Mma,
+            GemmFamilyKind::Simt,
+        ] {
+            assert_eq!(GemmFamilyKind::parse(k.name()), Some(k));
+        }
+        assert_eq!(GemmFamilyKind::parse("cublas"), None);
+    }
+
+    #[test]
+    fn unserved_problems_get_a_typed_error_with_each_reason() {
+        let info = DeviceInfo::example_sm90();
+        // Before sm_80 there is no tensor-core family for 16-bit inputs.
+        let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
+        match select_family(&bf, Arch::Sm75, &info) {
             Err(SynthError::NoTemplate { reasons, arch, .. }) => {
-                assert_eq!(arch, Arch::Sm90a);
+                assert_eq!(arch, Arch::Sm75);
                 assert_eq!(reasons.len(), 1);
-                assert_eq!(reasons[0].family, "wgmma");
-                assert!(reasons[0].reason.contains("f32"), "{}", reasons[0].reason);
+                assert_eq!(reasons[0].family, "mma");
+                assert!(reasons[0].reason.contains("sm_80"), "{}", reasons[0].reason);
             }
             other => panic!("expected NoTemplate, got {other:?}"),
         }
-        // A hand-made non-Hopper target: wgmma refuses on the architecture.
-        let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
-        let e = select_family(&bf, Arch::Sm80, &info).unwrap_err();
-        assert!(e.to_string().contains("sm_90a"), "{e}");
-        // Misaligned leading dimension (odd K, row-major A): TMA needs 16-byte rows.
-        let odd = GemmSpec::new(512, 512, 1001, DType::Bf16).problem().unwrap();
-        let e = select_family(&odd, Arch::Sm90a, &info).unwrap_err();
-        assert!(e.to_string().contains("lda=1001"), "{e}");
+        // Misaligned leading dimension (odd K, row-major A): TMA needs 16-byte rows, mma 8-half chunks.
+        let odd = GemmSpec::new(512, 512, 1001, DType::Bf16)
+            .problem()
+            .unwrap();
+        match select_family(&odd, Arch::Sm90a, &info) {
+            Err(SynthError::NoTemplate { reasons, .. }) => {
+                let fams: Vec<&str> = reasons.iter().map(|r| r.family).collect();
+                assert_eq!(fams, ["wgmma", "mma"]);
+                assert!(
+                    reasons.iter().all(|r| r.reason.contains("lda=1001")),
+                    "{reasons:?}"
+                );
+            }
+            other => panic!("expected NoTemplate, got {other:?}"),
+        }
     }
 
     #[test]

@@ -35,16 +35,19 @@ pub use backend::GemmGpuBackend;
 pub use buffers::{GemmBuffers, GemmLaunchError};
 pub use error::{FamilyRejection, SynthError};
 pub use family::{CappedSpace, GemmFamily};
-pub use gemm::{parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel, GemmSpec};
+pub use gemm::{
+    family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel,
+    GemmSpec,
+};
 pub use tune::{tflops, GemmTuneReport, StrategyKind, TuneRequest};
 
 use crate::aot::KernelCache;
 use crate::templates::gemm::wgmma::WgmmaGemm;
-use crate::templates::gemm::GemmProblem;
+use crate::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use crate::templates::Template;
 use crate::tuner::{
-    DbEntry, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol, RandomSearch, Strategy, TimingStats, TuneBackend, TuneOptions,
-    Tuner, TuningDb, WorkerBackend, WorkerOptions,
+    DbEntry, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol, RandomSearch, Strategy,
+    TimingStats, TuneBackend, TuneOptions, Tuner, TuningDb, WorkerBackend, WorkerOptions,
 };
 use crate::Arch;
 use gemm::{source_name, Bound};
@@ -81,16 +84,28 @@ impl Synth {
     /// A synthesizer for `device` with the default kernel cache and tuning database
     /// (`$RTX_CACHE_DIR` or the platform cache folder).
     pub fn new(device: &Device) -> Result<Synth, SynthError> {
-        Self::with_stores(device, KernelCache::open_default()?, TuningDb::open_default()?)
+        Self::with_stores(
+            device,
+            KernelCache::open_default()?,
+            TuningDb::open_default()?,
+        )
     }
 
     /// A synthesizer with the default kernel cache and the tuning database at `db`.
     pub fn with_db_path(device: &Device, db: impl AsRef<Path>) -> Result<Synth, SynthError> {
-        Self::with_stores(device, KernelCache::open_default()?, TuningDb::open(db.as_ref())?)
+        Self::with_stores(
+            device,
+            KernelCache::open_default()?,
+            TuningDb::open(db.as_ref())?,
+        )
     }
 
     /// A synthesizer over the given cache and database.
-    pub fn with_stores(device: &Device, cache: KernelCache, db: TuningDb) -> Result<Synth, SynthError> {
+    pub fn with_stores(
+        device: &Device,
+        cache: KernelCache,
+        db: TuningDb,
+    ) -> Result<Synth, SynthError> {
         let info = device.info();
         let (major, minor) = info.compute_capability;
         let arch = Arch::for_compute_capability(major, minor)?;
@@ -143,15 +158,22 @@ impl Synth {
     /// then to the default.
     pub fn gemm_problem(&self, p: &GemmProblem) -> Result<GemmKernel, SynthError> {
         p.validate()?;
-        match select_family(p, self.arch, self.device.info())? {
-            GemmFamilyKind::Wgmma => self.build(WgmmaGemm::for_device(self.device.info()), p),
+        let info = self.device.info();
+        match select_family(p, self.arch, info)? {
+            GemmFamilyKind::Wgmma => self.build(WgmmaGemm::for_device(info), p),
+            GemmFamilyKind::Mma => self.build(MmaGemm::for_device(info), p),
+            GemmFamilyKind::Simt => self.build(SimtGemm::for_device(info), p),
         }
     }
 
     fn build<F: GemmFamily>(&self, family: F, p: &GemmProblem) -> Result<GemmKernel, SynthError> {
-        let found = self
-            .lock_db()
-            .lookup(&family, p, self.arch, &self.device_key, &LookupPolicy::default())?;
+        let found = self.lock_db().lookup(
+            &family,
+            p,
+            self.arch,
+            &self.device_key,
+            &LookupPolicy::default(),
+        )?;
         tracing::info!(
             template = family.name(),
             source = source_name(&found.source),
@@ -201,7 +223,12 @@ impl Synth {
         }))
     }
 
-    fn load<F: GemmFamily>(&self, family: &F, p: &GemmProblem, config: &F::Config) -> Result<rtx_runtime::Function, SynthError> {
+    fn load<F: GemmFamily>(
+        &self,
+        family: &F,
+        p: &GemmProblem,
+        config: &F::Config,
+    ) -> Result<rtx_runtime::Function, SynthError> {
         let src = family.emit(p, config, self.arch)?;
         let k = self.cache.get_or_compile(&src, self.arch)?;
         let module = self.device.load_module(&k.cubin)?;
@@ -210,24 +237,40 @@ impl Synth {
 
     /// Tunes `spec` on this device (see [`TuneRequest`]) and, when `req.store`, stores the
     /// winner in the tuning database so later [`Synth::gemm`] calls serve it.
-    pub fn tune_gemm(&self, spec: &GemmSpec, req: &TuneRequest<'_>) -> Result<GemmTuneReport, SynthError> {
+    pub fn tune_gemm(
+        &self,
+        spec: &GemmSpec,
+        req: &TuneRequest<'_>,
+    ) -> Result<GemmTuneReport, SynthError> {
         let p = spec.problem()?;
-        match select_family(&p, self.arch, self.device.info())? {
-            GemmFamilyKind::Wgmma => self.tune_family(WgmmaGemm::for_device(self.device.info()), &p, req),
+        let info = self.device.info();
+        match select_family(&p, self.arch, info)? {
+            GemmFamilyKind::Wgmma => self.tune_family(WgmmaGemm::for_device(info), &p, req),
+            GemmFamilyKind::Mma => self.tune_family(MmaGemm::for_device(info), &p, req),
+            GemmFamilyKind::Simt => self.tune_family(SimtGemm::for_device(info), &p, req),
         }
     }
 
-    fn tune_family<F: GemmFamily>(&self, family: F, p: &GemmProblem, req: &TuneRequest<'_>) -> Result<GemmTuneReport, SynthError> {
+    fn tune_family<F: GemmFamily>(
+        &self,
+        family: F,
+        p: &GemmProblem,
+        req: &TuneRequest<'_>,
+    ) -> Result<GemmTuneReport, SynthError> {
         let capped = CappedSpace::new(family, req.space_limit);
         match &req.isolate {
             Some(cmd) => {
-                let backend = WorkerBackend::<CappedSpace<F>>::new(cmd.clone(), WorkerOptions::default());
+                let backend =
+                    WorkerBackend::<CappedSpace<F>>::new(cmd.clone(), WorkerOptions::default());
                 let mut report = self.run_tuner(&capped, p, req, &backend)?;
                 report.worker = Some(backend.stats());
                 Ok(report)
             }
             None => {
-                let backend = GemmGpuBackend::<CappedSpace<F>>::with_device(self.device.clone(), self.cache.clone());
+                let backend = GemmGpuBackend::<CappedSpace<F>>::with_device(
+                    self.device.clone(),
+                    self.cache.clone(),
+                );
                 self.run_tuner(&capped, p, req, &backend)
             }
         }
@@ -251,7 +294,15 @@ impl Synth {
             ..TuneOptions::default()
         });
         let mut progress = FnProgress(req.progress);
-        let outcome = tuner.tune(t, p, self.arch, backend, strategy.as_mut(), &req.protocol, &mut progress)?;
+        let outcome = tuner.tune(
+            t,
+            p,
+            self.arch,
+            backend,
+            strategy.as_mut(),
+            &req.protocol,
+            &mut progress,
+        )?;
         let entry = DbEntry::from_outcome(t, p, self.arch, &self.device_key, &outcome, RUNNERS_UP)?;
         if req.store {
             self.lock_db().insert(entry.clone())?;
@@ -272,15 +323,21 @@ impl Synth {
             entry,
             stored: req.store,
             worker: None,
-            default_config: serde_json::to_value(t.default_config(p, self.arch)).unwrap_or(serde_json::Value::Null),
+            default_config: serde_json::to_value(t.default_config(p, self.arch))
+                .unwrap_or(serde_json::Value::Null),
         })
     }
 
     /// Times cuBLAS on `spec` under `protocol` (same inputs, flush and event timing as the
     /// tuner's candidates).
-    pub fn time_cublas(&self, spec: &GemmSpec, protocol: &MeasureProtocol) -> Result<TimingStats, SynthError> {
+    pub fn time_cublas(
+        &self,
+        spec: &GemmSpec,
+        protocol: &MeasureProtocol,
+    ) -> Result<TimingStats, SynthError> {
         let p = spec.problem()?;
-        let backend = GemmGpuBackend::<WgmmaGemm>::with_device(self.device.clone(), self.cache.clone());
+        let backend =
+            GemmGpuBackend::<WgmmaGemm>::with_device(self.device.clone(), self.cache.clone());
         Ok(backend.time_cublas(&p, protocol)?)
     }
 }

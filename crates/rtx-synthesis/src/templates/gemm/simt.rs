@@ -9,9 +9,12 @@
 //! - `2`: register-staged double buffer (every arch): the next tile's global loads are issued
 //!   into registers before computing the current tile, then stored (transposing a K-contiguous
 //!   operand) into the other shared buffer; one `__syncthreads` per k tile.
-//! - `3`, `4`: a `cp.async` ring of that many stages (sm_80+). Tiles keep their global
-//!   orientation, so a K-contiguous operand (row-major A, column-major B) is read with scalar
-//!   shared loads from `[mn][bk + vec]` rows.
+//! - `3`, `4`: a `cp.async` ring of that many stages (sm_80+). A K-contiguous operand
+//!   (row-major A, column-major B) is transposed by the copy itself (one 4-byte `cp.async` per
+//!   element into the padded `[k][mn]` tile), so both pipelines read `LDS.128` fragments.
+//!
+//! Fragments are double buffered in registers (k row `kk + 1` is loaded before the FFMAs of
+//! row `kk`).
 //!
 //! Any M/N/K is correct: loads are predicated and zero-filled, stores are guarded. Batch index
 //! is `blockIdx.z`; `blockIdx.x` walks the output tiles in `group_m`-grouped order.
@@ -31,7 +34,7 @@ pub struct SimtGemm;
 /// Template name used in symbols, caches and the tuning database.
 pub const SIMT_NAME: &str = "gemm_simt";
 /// Bump on any change to the generated code.
-pub const SIMT_VERSION: u32 = 1;
+pub const SIMT_VERSION: u32 = 2;
 
 impl SimtGemm {
     fn violation(&self, c: &SimtConfig, reason: String) -> ConstraintViolation {
@@ -102,9 +105,7 @@ constexpr int B_ROWS = B_K ? BN : BK;
 constexpr int B_COLS = B_K ? BK : BN;
 constexpr int A_LOADS = (A_ROWS * A_COLS / VEC + THREADS - 1) / THREADS;
 constexpr int B_LOADS = (B_ROWS * B_COLS / VEC + THREADS - 1) / THREADS;
-// Shared tiles: K-major ([k][mn]) except a K-contiguous operand in the cp.async pipeline ([mn][k]).
-constexpr bool A_SK = ASYNC && A_K;
-constexpr bool B_SK = ASYNC && B_K;
+// Both shared tiles are K-major ([k][mn]) in both pipelines.
 // Distance between a thread's 4-wide sub-tiles.
 constexpr int A_CS = BM / (TM / 4);
 constexpr int B_CS = BN / (TN / 4);
@@ -171,65 +172,84 @@ __device__ __forceinline__ void simt_sts(float* s, const float (&r)[LOADS][VEC],
   }
 }
 
-// Global -> shared with cp.async, keeping the global orientation; zero-fills out-of-range elements.
-template <int ROWS, int COLS, int LD_S>
+// Global -> shared ([k][mn]) with cp.async; zero-fills out-of-range elements. A K-contiguous
+// tile (rows = mn, cols = k) is transposed on the way in with one 4-byte copy per element
+// (lanes walk k fastest: coalesced reads, conflict-free writes into the padded [k][mn] rows);
+// an MN-contiguous tile is copied VEC elements at a time.
+template <int ROWS, int COLS, bool KCONTIG, int LD_S>
 __device__ __forceinline__ void simt_cp_async(float* s, const float* __restrict__ g, int ld, int row0, int col0,
                                               int row_lim, int col_lim, int tid) {
-  constexpr int VPR = COLS / VEC;
-  constexpr int TOTAL = ROWS * VPR;
-  constexpr int LOADS = (TOTAL + THREADS - 1) / THREADS;
+  if constexpr (KCONTIG) {
+    constexpr int TOTAL = ROWS * COLS;
+    constexpr int LOADS = (TOTAL + THREADS - 1) / THREADS;
 #pragma unroll
-  for (int i = 0; i < LOADS; ++i) {
-    const int idx = tid + i * THREADS;
-    if (TOTAL % THREADS == 0 || idx < TOTAL) {
-      const int rr = idx / VPR;
-      const int cc = (idx % VPR) * VEC;
-      const int gr = row0 + rr;
-      const int gc = col0 + cc;
-      const int valid = gr < row_lim ? rtx_min(rtx_max(col_lim - gc, 0), VEC) : 0;
-      const float* src = valid > 0 ? g + (long long)gr * ld + gc : g;
-      const unsigned dst = rtx_smem_addr(s + rr * LD_S + cc);
-      if constexpr (VEC == 4) {
-        rtx_cp_async16(dst, src, valid * 4);
-      } else if constexpr (VEC == 2) {
-        rtx_cp_async8(dst, src, valid * 4);
-      } else {
-        rtx_cp_async4(dst, src, valid * 4);
+    for (int i = 0; i < LOADS; ++i) {
+      const int idx = tid + i * THREADS;
+      if (TOTAL % THREADS == 0 || idx < TOTAL) {
+        const int rr = idx / COLS;
+        const int cc = idx % COLS;
+        const int gr = row0 + rr;
+        const int gc = col0 + cc;
+        const bool valid = gr < row_lim && gc < col_lim;
+        const float* src = valid ? g + (long long)gr * ld + gc : g;
+        rtx_cp_async4(rtx_smem_addr(s + cc * LD_S + rr), src, valid ? 4 : 0);
+      }
+    }
+  } else {
+    constexpr int VPR = COLS / VEC;
+    constexpr int TOTAL = ROWS * VPR;
+    constexpr int LOADS = (TOTAL + THREADS - 1) / THREADS;
+#pragma unroll
+    for (int i = 0; i < LOADS; ++i) {
+      const int idx = tid + i * THREADS;
+      if (TOTAL % THREADS == 0 || idx < TOTAL) {
+        const int rr = idx / VPR;
+        const int cc = (idx % VPR) * VEC;
+        const int gr = row0 + rr;
+        const int gc = col0 + cc;
+        const int valid = gr < row_lim ? rtx_min(rtx_max(col_lim - gc, 0), VEC) : 0;
+        const float* src = valid > 0 ? g + (long long)gr * ld + gc : g;
+        const unsigned dst = rtx_smem_addr(s + rr * LD_S + cc);
+        if constexpr (VEC == 4) {
+          rtx_cp_async16(dst, src, valid * 4);
+        } else if constexpr (VEC == 2) {
+          rtx_cp_async8(dst, src, valid * 4);
+        } else {
+          rtx_cp_async4(dst, src, valid * 4);
+        }
       }
     }
   }
 }
 
-// One shared stage: BK rank-1 updates of the TM x TN register tile.
+// The thread's fragments of k row `kk`: TM/4 + TN/4 float4 shared loads (LDS.128).
+__device__ __forceinline__ void simt_frag(const float* sA, const float* sB, int kk, int trow, int tcol, float (&a)[TM],
+                                          float (&b)[TN]) {
+#pragma unroll
+  for (int c = 0; c < TM / 4; ++c) {
+    const float4 v = *reinterpret_cast<const float4*>(sA + kk * A_LD_S + c * A_CS + trow * 4);
+    a[c * 4 + 0] = v.x; a[c * 4 + 1] = v.y; a[c * 4 + 2] = v.z; a[c * 4 + 3] = v.w;
+  }
+#pragma unroll
+  for (int c = 0; c < TN / 4; ++c) {
+    const float4 v = *reinterpret_cast<const float4*>(sB + kk * B_LD_S + c * B_CS + tcol * 4);
+    b[c * 4 + 0] = v.x; b[c * 4 + 1] = v.y; b[c * 4 + 2] = v.z; b[c * 4 + 3] = v.w;
+  }
+}
+
+// One shared stage: BK rank-1 updates of the TM x TN register tile. Fragments are double
+// buffered: row kk + 1 is loaded before the FFMAs of row kk.
 __device__ __forceinline__ void simt_compute(const float* sA, const float* sB, int trow, int tcol, float (&acc)[TM][TN]) {
+  float a[2][TM];
+  float b[2][TN];
+  simt_frag(sA, sB, 0, trow, tcol, a[0], b[0]);
 #pragma unroll
   for (int kk = 0; kk < BK; ++kk) {
-    float a[TM];
-    float b[TN];
-#pragma unroll
-    for (int c = 0; c < TM / 4; ++c) {
-      if constexpr (!A_SK) {
-        const float4 v = *reinterpret_cast<const float4*>(sA + kk * A_LD_S + c * A_CS + trow * 4);
-        a[c * 4 + 0] = v.x; a[c * 4 + 1] = v.y; a[c * 4 + 2] = v.z; a[c * 4 + 3] = v.w;
-      } else {
-#pragma unroll
-        for (int v = 0; v < 4; ++v) a[c * 4 + v] = sA[(c * A_CS + trow * 4 + v) * A_LD_S + kk];
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < TN / 4; ++c) {
-      if constexpr (!B_SK) {
-        const float4 v = *reinterpret_cast<const float4*>(sB + kk * B_LD_S + c * B_CS + tcol * 4);
-        b[c * 4 + 0] = v.x; b[c * 4 + 1] = v.y; b[c * 4 + 2] = v.z; b[c * 4 + 3] = v.w;
-      } else {
-#pragma unroll
-        for (int v = 0; v < 4; ++v) b[c * 4 + v] = sB[(c * B_CS + tcol * 4 + v) * B_LD_S + kk];
-      }
-    }
+    if (kk + 1 < BK) simt_frag(sA, sB, kk + 1, trow, tcol, a[(kk + 1) & 1], b[(kk + 1) & 1]);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
 #pragma unroll
-      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+      for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[kk & 1][i], b[kk & 1][j], acc[i][j]);
     }
   }
 }
@@ -278,8 +298,8 @@ const SIMT_MAIN: &str = r#"
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
       if (s < ktiles) {
-        simt_cp_async<A_ROWS, A_COLS, A_LD_S>(sA0 + s * A_STAGE, A, lda, a_row0(s * BK), a_col0(s * BK), a_rlim, a_clim, tid);
-        simt_cp_async<B_ROWS, B_COLS, B_LD_S>(sB0 + s * B_STAGE, B, ldb, b_row0(s * BK), b_col0(s * BK), b_rlim, b_clim, tid);
+        simt_cp_async<A_ROWS, A_COLS, A_K, A_LD_S>(sA0 + s * A_STAGE, A, lda, a_row0(s * BK), a_col0(s * BK), a_rlim, a_clim, tid);
+        simt_cp_async<B_ROWS, B_COLS, B_K, B_LD_S>(sB0 + s * B_STAGE, B, ldb, b_row0(s * BK), b_col0(s * BK), b_rlim, b_clim, tid);
       }
       rtx_cp_async_commit();
     }
@@ -289,8 +309,8 @@ const SIMT_MAIN: &str = r#"
       const int nt = kt + STAGES - 1;
       if (nt < ktiles) {
         const int s = nt % STAGES;
-        simt_cp_async<A_ROWS, A_COLS, A_LD_S>(sA0 + s * A_STAGE, A, lda, a_row0(nt * BK), a_col0(nt * BK), a_rlim, a_clim, tid);
-        simt_cp_async<B_ROWS, B_COLS, B_LD_S>(sB0 + s * B_STAGE, B, ldb, b_row0(nt * BK), b_col0(nt * BK), b_rlim, b_clim, tid);
+        simt_cp_async<A_ROWS, A_COLS, A_K, A_LD_S>(sA0 + s * A_STAGE, A, lda, a_row0(nt * BK), a_col0(nt * BK), a_rlim, a_clim, tid);
+        simt_cp_async<B_ROWS, B_COLS, B_K, B_LD_S>(sB0 + s * B_STAGE, B, ldb, b_row0(nt * BK), b_col0(nt * BK), b_rlim, b_clim, tid);
       }
       rtx_cp_async_commit();
       const int s = kt % STAGES;
@@ -398,17 +418,23 @@ impl Template for SimtGemm {
         space::check_simt(problem, config, arch).map(|_| ()).map_err(|r| self.violation(config, r))
     }
 
-    /// 128x128x8 blocks of 256 threads with 8x8 register tiles, register-staged double buffer,
-    /// the widest legal vector width, group 8. `min_blocks = 1`: capping registers at 128 for two
-    /// blocks per SM spills in several layout / vector / epilogue combinations (measured with
-    /// ptxas), so that is left to the tuner.
+    /// Large outputs (at least 2048x2048 elements over the batch, `m >= 128`, `n >= 256`):
+    /// 128x256x8 blocks of 256 threads with 8x16 register tiles (the fastest point of an H200
+    /// sweep at 2048/4096/8192 NN: 0.90-0.94x of cuBLAS SGEMM, `scripts/h200/simt_sweep.py`).
+    /// Smaller outputs: 128x128x8 with 8x8 tiles (more blocks for the SMs). Both use the
+    /// register-staged double buffer, the widest legal vector width and group 8.
+    /// `min_blocks = 1`: the 8x16 tile needs ~230 registers; capping the 8x8 one at 128 spills
+    /// in some layout / epilogue combinations, so that is left to the tuner.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> SimtConfig {
+        let outputs = problem.m as u64 * problem.n as u64 * problem.batch as u64;
+        let large = outputs >= 2048 * 2048 && problem.m >= 128 && problem.n >= 256;
+        let (bn, tn) = if large { (256, 16) } else { (128, 8) };
         SimtConfig {
             bm: 128,
-            bn: 128,
+            bn,
             bk: 8,
             tm: 8,
-            tn: 8,
+            tn,
             stages: 2,
             vec: space::simt_max_vec(problem),
             group_m: 8,
@@ -458,6 +484,35 @@ mod tests {
         let l = t.launch(&p, &c);
         assert_eq!(l.grid, [64, 1, 1]);
         assert_eq!(l.block, [256, 1, 1]);
+    }
+
+    #[test]
+    fn large_outputs_get_the_wide_tile() {
+        let t = SimtGemm;
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::F32);
+        let c = t.default_config(&p, Arch::Sm90a);
+        assert_eq!((c.bm, c.bn, c.tm, c.tn), (128, 256, 8, 16));
+        t.check(&p, &c, Arch::Sm90a).unwrap();
+        assert_eq!(t.launch(&p, &c).grid, [32 * 16, 1, 1]);
+        let thin = GemmProblem::nn(64, 65536, 4096, DType::F32);
+        assert_eq!(t.default_config(&thin, Arch::Sm90a).bn, 128);
+    }
+
+    #[test]
+    fn cp_async_transposes_k_contiguous_tiles() {
+        // Row-major A is K-contiguous: the cp.async ring still stores it [k][m + 4].
+        let p = GemmProblem::nn(512, 512, 512, DType::F32);
+        let c = SimtConfig {
+            stages: 3,
+            bk: 16,
+            ..SimtGemm.default_config(&p, Arch::Sm90a)
+        };
+        let g = space::check_simt(&p, &c, Arch::Sm90a).unwrap();
+        assert_eq!((g.a_ld_s, g.a_stage), (132, 16 * 132));
+        let src = SimtGemm.emit(&p, &c, Arch::Sm90a).unwrap();
+        assert!(src
+            .code
+            .contains("rtx_cp_async4(rtx_smem_addr(s + cc * LD_S + rr)"));
     }
 
     #[test]

@@ -160,17 +160,12 @@ impl SimtGeometry {
         let b_kcontig = p.layout_b == Layout::Col;
         let async_copy = c.stages >= 3;
         let buffers = if async_copy { c.stages } else { 2 };
-        // Register path: both tiles are stored K-major ([k][mn]); a K-contiguous operand is
-        // transposed on the way in and padded by 4 floats against bank conflicts.
-        // cp.async path: tiles keep the global orientation; a K-contiguous tile is [mn][k + vec].
+        // Both pipelines store both tiles K-major ([k][mn]); a K-contiguous operand is
+        // transposed on the way in and its rows padded by 4 floats against bank conflicts
+        // (keeps the float4 fragment reads 16-byte aligned).
         let lay = |mn: u32, kcontig: bool| -> (u32, u32) {
-            if async_copy && kcontig {
-                let ld = c.bk + c.vec;
-                (ld, mn * ld)
-            } else {
-                let ld = mn + if kcontig && !async_copy { 4 } else { 0 };
-                (ld, c.bk * ld)
-            }
+            let ld = mn + if kcontig { 4 } else { 0 };
+            (ld, c.bk * ld)
         };
         let (a_ld_s, a_stage) = lay(c.bm, a_kcontig);
         let (b_ld_s, b_stage) = lay(c.bn, b_kcontig);
