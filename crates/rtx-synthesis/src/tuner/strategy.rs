@@ -7,8 +7,8 @@
 //! - [`Guided`]: with a cost hint (a template's analytic model, see [`super::cost`]): the default,
 //!   then the model's best configs kept mutually distant (one per structural neighbourhood), then
 //!   the open config with the best model estimate *corrected by the nearest measurement*
-//!   (`hint x measured / hint` of the closest measured config), skipping configs that lie closer
-//!   to a run-time failure than to any success. Without a hint: the default and a few random
+//!   (`hint x measured / hint` of the closest measured config), putting last the configs that lie
+//!   at least as near a run-time failure as any success. Without a hint: the default and a few random
 //!   configs, then a local search that expands around the fastest config found so far, with
 //!   seeded random exploration and crossover of the two best. Deterministic given its seed.
 //!
@@ -454,11 +454,11 @@ impl Guided {
     }
 
     /// With a hint: the open config with the lowest hint corrected by its nearest measurement,
-    /// configs closer to a run-time failure than to any success last.
+    /// configs at least as near a run-time failure as any success last.
     fn model_pick(&self, space: &SearchSpace) -> Option<usize> {
         let score = |i: usize| {
             let near = self.nearest[i];
-            let suspect = near.fail_distance < near.ok_distance;
+            let suspect = near.fail_distance <= near.ok_distance;
             let hint = space.hint(i).unwrap_or(f64::INFINITY);
             let corrected = if near.ok_ratio.is_finite() { hint * near.ok_ratio } else { hint };
             (suspect, corrected)
@@ -712,6 +712,96 @@ mod tests {
             let found = seen.iter().map(|&i| cost[i]).fold(f64::INFINITY, f64::min);
             assert!(found <= best * 1.03, "seed {seed}: found {found}, best {best}");
         }
+    }
+
+    /// Drives `g` over `space`, observing `obs(i)` for each proposal; returns the proposals.
+    fn drive_obs(g: &mut dyn Strategy, space: &SearchSpace, batch: usize, obs: impl Fn(usize) -> Observation) -> Vec<usize> {
+        let mut seen = Vec::new();
+        loop {
+            let p = g.propose(space, batch);
+            if p.is_empty() {
+                return seen;
+            }
+            for i in p {
+                seen.push(i);
+                g.observe(space, i, &obs(i));
+            }
+        }
+    }
+
+    #[test]
+    fn guided_hint_seeds_are_spread_out() {
+        // SYNTHETIC hint: the true cost, so the top of the hint is one tight cluster.
+        let (space, cost) = synthetic_space();
+        let space = space.with_hint(cost.clone()).unwrap();
+        let params = GuidedParams::default();
+        let mut g = Guided::new(5, Budget::Count(1 + params.hint_seeds));
+        let seen = drive(&mut g, &space, &cost, 2);
+        assert_eq!(seen[0], 0, "the default first");
+        let best = (0..cost.len()).min_by(|&a, &b| cost[a].total_cmp(&cost[b])).unwrap();
+        assert_eq!(seen[1], best, "then the model's favourite");
+        for (x, &a) in seen.iter().enumerate().skip(1) {
+            for &b in &seen[x + 1..] {
+                assert!(space.distance(a, b) >= params.seed_distance, "seeds {a} and {b} are neighbours");
+            }
+        }
+    }
+
+    #[test]
+    fn guided_with_a_hint_is_deterministic_and_corrects_a_biased_model() {
+        // SYNTHETIC: the hint is right about the shape but wrong about stages (it prefers 1),
+        // the measurements say 4; the nearest-measurement correction moves the search there.
+        let (space, cost) = synthetic_space();
+        let hint: Vec<f64> = space
+            .configs()
+            .iter()
+            .map(|c| {
+                let l = |x: f64, opt: f64| (x.log2() - opt).powi(2);
+                let (bm, bn) = (c["bm"].as_f64().unwrap(), c["bn"].as_f64().unwrap());
+                10.0 + l(bm, 7.0) + 2.0 * l(bn, 6.0) + (c["stages"].as_f64().unwrap() - 1.0) * 0.05
+            })
+            .collect();
+        let space = space.with_hint(hint).unwrap();
+        let best = cost.iter().cloned().fold(f64::INFINITY, f64::min);
+        let run = || drive(&mut Guided::new(1, Budget::Fraction(0.15)), &space, &cost, 4);
+        let seen = run();
+        assert_eq!(seen, run());
+        assert_eq!(seen.len(), Budget::Fraction(0.15).limit(space.len()));
+        let found = seen.iter().map(|&i| cost[i]).fold(f64::INFINITY, f64::min);
+        assert!(found <= best * 1.03, "found {found}, best {best}");
+    }
+
+    #[test]
+    fn guided_steps_away_from_run_time_failures() {
+        // SYNTHETIC: the hint loves large stage counts, but every config with stages >= 5
+        // faults at run time; after the first faults the search avoids their neighbourhood.
+        let (space, cost) = synthetic_space();
+        let hint: Vec<f64> = space
+            .configs()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| cost[i] - c["stages"].as_f64().unwrap())
+            .collect();
+        let space = space.with_hint(hint).unwrap();
+        let faults = |i: usize| space.config(i).unwrap()["stages"].as_u64().unwrap() >= 5;
+        let obs = |i: usize| {
+            if faults(i) {
+                Observation::Failed { kind: "fault".into() }
+            } else {
+                Observation::Measured {
+                    median_us: cost[i],
+                    rel_spread: 0.0,
+                }
+            }
+        };
+        let seen = drive_obs(&mut Guided::new(2, Budget::Count(20)), &space, 2, obs);
+        assert_eq!(seen.len(), 20);
+        // The seeds are chosen before any feedback (the model's favourites all fault); the
+        // model alone would keep proposing stages 5-6, the search after the seeds mostly not.
+        let local = &seen[1 + GuidedParams::default().hint_seeds..];
+        let failed = local.iter().filter(|&&i| faults(i)).count();
+        assert!(failed * 3 < local.len(), "{failed} of {} local measurements were faults", local.len());
+        assert!(seen.iter().any(|&i| !faults(i) && i != 0), "found working configs beyond the default");
     }
 
     #[test]
