@@ -269,6 +269,14 @@ impl<F: Template> Template for CappedSpace<F> {
     fn complexity(&self, config: &F::Config) -> u64 {
         self.inner.complexity(config)
     }
+    fn estimate_us(
+        &self,
+        problem: &F::Problem,
+        config: &F::Config,
+        device: &crate::tuner::DeviceFacts,
+    ) -> Option<f64> {
+        self.inner.estimate_us(problem, config, device)
+    }
 }
 
 impl<F: GemmFamily> GemmFamily for CappedSpace<F> {

@@ -45,9 +45,11 @@ use crate::aot::KernelCache;
 use crate::templates::gemm::wgmma::WgmmaGemm;
 use crate::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use crate::templates::Template;
+use crate::profiler::ProfileStore;
 use crate::tuner::{
-    DbEntry, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol, RandomSearch, Strategy,
-    TimingStats, TuneBackend, TuneOptions, Tuner, TuningDb, WorkerBackend, WorkerOptions,
+    CostModel, DbEntry, DeviceFacts, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol,
+    RandomSearch, Strategy, TemplateCostModel, TimingStats, TuneBackend, TuneOptions, Tuner,
+    TuningDb, WorkerBackend, WorkerOptions,
 };
 use crate::Arch;
 use gemm::{source_name, Bound};
@@ -291,6 +293,7 @@ impl Synth {
         let tuner = Tuner::new(TuneOptions {
             time_budget: req.time_budget,
             seed: req.seed,
+            cost_model: self.cost_model(t, p),
             ..TuneOptions::default()
         });
         let mut progress = FnProgress(req.progress);
@@ -326,6 +329,32 @@ impl Synth {
             default_config: serde_json::to_value(t.default_config(p, self.arch))
                 .unwrap_or(serde_json::Value::Null),
         })
+    }
+
+    /// The analytic cost model of `t` for `p` on this device (datasheet figures, replaced by the
+    /// saved profiler ceilings when a profile of this device is on disk); `None` when the device
+    /// is not in the datasheet database or the template has no model.
+    fn cost_model<F: GemmFamily>(
+        &self,
+        t: &CappedSpace<F>,
+        p: &GemmProblem,
+    ) -> Option<Arc<dyn CostModel>> {
+        let info = self.device.info();
+        let mut facts = DeviceFacts::for_device(info)?;
+        let saved = ProfileStore::open_default()
+            .and_then(|s| s.load(&crate::profiler::profile_key(info)));
+        match saved {
+            Ok(Some(profile)) => facts = facts.with_profile(&profile),
+            Ok(None) => {}
+            Err(e) => tracing::debug!(error = %e, "no saved device profile for the cost model"),
+        }
+        let model = TemplateCostModel::new(t.clone(), *p, facts);
+        let default = serde_json::to_value(t.default_config(p, self.arch)).ok()?;
+        if model.estimate(&default).is_none() {
+            tracing::debug!(template = t.name(), "template has no cost model; guided search runs unseeded");
+            return None;
+        }
+        Some(Arc::new(model))
     }
 
     /// Times cuBLAS on `spec` under `protocol` (same inputs, flush and event timing as the

@@ -95,6 +95,18 @@ pub trait Template: Send + Sync {
         0
     }
 
+    /// Predicted run time of `config` for `problem` on `device`, microseconds, from the
+    /// template's analytic cost model (used to order and seed the search, never as a result);
+    /// `None` when the template has no model.
+    fn estimate_us(
+        &self,
+        _problem: &Self::Problem,
+        _config: &Self::Config,
+        _device: &crate::tuner::cost::DeviceFacts,
+    ) -> Option<f64> {
+        None
+    }
+
     /// The configs of [`Template::space`] that pass [`Template::check`].
     fn valid_space(&self, problem: &Self::Problem, arch: Arch) -> Vec<Self::Config> {
         self.space(problem, arch)

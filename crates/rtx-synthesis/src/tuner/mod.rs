@@ -28,6 +28,7 @@
 //! ```
 
 pub mod backend;
+pub mod cost;
 pub mod db;
 pub mod key;
 pub mod measure;
@@ -41,6 +42,7 @@ pub mod worker;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use cost::{cost_model_for_table, DeviceFacts, TemplateCostModel};
 pub use backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
 pub use db::{DbEntry, DbError, Lookup, LookupPolicy, LookupSource, MergeReport, StoredConfig, TuningDb};
 pub use key::{DeviceKey, OpSignature, ProblemSignature, TuneKey};

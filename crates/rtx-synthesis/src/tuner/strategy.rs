@@ -4,9 +4,13 @@
 //!
 //! - [`Exhaustive`]: everything (default first, then by cost hint, then in order).
 //! - [`RandomSearch`]: a seeded random subset of a budget's size.
-//! - [`Guided`]: seeded by the default config and the cost hint, then a local search that expands
-//!   around the fastest config found so far, with seeded random exploration and crossover of the
-//!   two best. Deterministic given its seed.
+//! - [`Guided`]: with a cost hint (a template's analytic model, see [`super::cost`]): the default,
+//!   then the model's best configs kept mutually distant (one per structural neighbourhood), then
+//!   the open config with the best model estimate *corrected by the nearest measurement*
+//!   (`hint x measured / hint` of the closest measured config), putting last the configs that lie
+//!   at least as near a run-time failure as any success. Without a hint: the default and a few random
+//!   configs, then a local search that expands around the fastest config found so far, with
+//!   seeded random exploration and crossover of the two best. Deterministic given its seed.
 //!
 //! Budgets count GPU measurements: static failures (constraint, compile, resources) are
 //! observed as [`Observation::Pruned`] and cost nothing.
@@ -273,13 +277,16 @@ impl Strategy for RandomSearch {
 /// Knobs of [`Guided`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GuidedParams {
-    /// Random configs measured after the default and hint seeds, for a spread of starting points.
+    /// Random configs measured after the default, for a spread of starting points (no hint only).
     pub random_init: usize,
-    /// Best-by-hint configs measured first (when a cost hint exists).
+    /// Best-by-hint configs measured after the default (when a cost hint exists).
     pub hint_seeds: usize,
-    /// Probability that a proposal is a random unmeasured config (exploration).
+    /// Smallest [`SearchSpace::distance`] between two hint seeds, so the seeds cover different
+    /// structural neighbourhoods instead of near-copies of the model's favourite.
+    pub seed_distance: u32,
+    /// Probability that a proposal is a random unmeasured config (exploration; no hint only).
     pub explore: f64,
-    /// Probability that a proposal mixes the coordinates of the two fastest configs.
+    /// Probability that a proposal mixes the coordinates of the two fastest configs (no hint only).
     pub crossover: f64,
 }
 
@@ -287,9 +294,29 @@ impl Default for GuidedParams {
     fn default() -> Self {
         GuidedParams {
             random_init: 3,
-            hint_seeds: 3,
+            hint_seeds: 5,
+            seed_distance: 2,
             explore: 0.1,
             crossover: 0.15,
+        }
+    }
+}
+
+/// What the guided search knows around one open config: the nearest successful measurement
+/// (distance and its measured / predicted ratio) and the nearest run-time failure.
+#[derive(Debug, Clone, Copy)]
+struct Nearest {
+    ok_distance: u32,
+    ok_ratio: f64,
+    fail_distance: u32,
+}
+
+impl Default for Nearest {
+    fn default() -> Self {
+        Nearest {
+            ok_distance: u32::MAX,
+            ok_ratio: f64::NAN,
+            fail_distance: u32::MAX,
         }
     }
 }
@@ -308,6 +335,8 @@ pub struct Guided {
     jitter: Vec<u64>,
     seeds: Vec<usize>,
     by_coords: std::collections::HashMap<Vec<u32>, usize>,
+    /// Per index, what the nearest observations say (used with a hint).
+    nearest: Vec<Nearest>,
 }
 
 impl Guided {
@@ -328,6 +357,7 @@ impl Guided {
             jitter: Vec::new(),
             seeds: Vec::new(),
             by_coords: Default::default(),
+            nearest: Vec::new(),
         }
     }
 
@@ -338,20 +368,24 @@ impl Guided {
         self.times = vec![None; n];
         self.jitter = (0..n).map(|_| self.rng.next_u64()).collect();
         self.by_coords = (0..n).map(|i| (space.coords(i).to_vec(), i)).collect();
+        self.nearest = vec![Nearest::default(); n];
         let mut seeds = Vec::new();
         if let Some(d) = space.default_index() {
             seeds.push(d);
         }
         if space.has_hint() {
-            for i in hint_order(space)
-                .into_iter()
-                .filter(|&i| space.hint(i).is_some())
-                .take(self.params.hint_seeds)
-            {
-                if !seeds.contains(&i) {
+            let first = seeds.len();
+            for i in hint_order(space).into_iter().filter(|&i| space.hint(i).is_some()) {
+                if seeds.len() - first >= self.params.hint_seeds {
+                    break;
+                }
+                if seeds.iter().all(|&s| space.distance(s, i) >= self.params.seed_distance.max(1)) {
                     seeds.push(i);
                 }
             }
+            seeds.reverse(); // popped from the back
+            self.seeds = seeds;
+            return;
         }
         let mut tries = 0;
         let want = seeds.len() + self.params.random_init;
@@ -419,11 +453,54 @@ impl Guided {
         None
     }
 
+    /// With a hint: the open config with the lowest hint corrected by its nearest measurement,
+    /// configs at least as near a run-time failure as any success last.
+    fn model_pick(&self, space: &SearchSpace) -> Option<usize> {
+        let score = |i: usize| {
+            let near = self.nearest[i];
+            let suspect = near.fail_distance <= near.ok_distance;
+            let hint = space.hint(i).unwrap_or(f64::INFINITY);
+            let corrected = if near.ok_ratio.is_finite() { hint * near.ok_ratio } else { hint };
+            (suspect, corrected)
+        };
+        (0..space.len()).filter(|&i| self.ledger.is_open(i)).min_by(|&a, &b| {
+            let ((sa, ca), (sb, cb)) = (score(a), score(b));
+            sa.cmp(&sb)
+                .then(ca.total_cmp(&cb))
+                .then(self.jitter[a].cmp(&self.jitter[b]))
+        })
+    }
+
+    /// Records an observation of `index` in every config's [`Nearest`].
+    fn note_nearest(&mut self, space: &SearchSpace, index: usize, observation: &Observation) {
+        match observation {
+            Observation::Measured { median_us, .. } if median_us.is_finite() => {
+                let ratio = space.hint(index).filter(|h| *h > 0.0).map_or(f64::NAN, |h| median_us / h);
+                for (i, near) in self.nearest.iter_mut().enumerate() {
+                    let d = space.distance(index, i);
+                    if d < near.ok_distance {
+                        near.ok_distance = d;
+                        near.ok_ratio = ratio;
+                    }
+                }
+            }
+            Observation::Pruned { .. } => {}
+            _ => {
+                for (i, near) in self.nearest.iter_mut().enumerate() {
+                    near.fail_distance = near.fail_distance.min(space.distance(index, i));
+                }
+            }
+        }
+    }
+
     fn pick(&mut self, space: &SearchSpace) -> Option<usize> {
         while let Some(s) = self.seeds.pop() {
             if self.ledger.is_open(s) {
                 return Some(s);
             }
+        }
+        if space.has_hint() {
+            return self.model_pick(space);
         }
         let elites = self.elites();
         let Some(&best) = elites.first() else {
@@ -467,9 +544,12 @@ impl Strategy for Guided {
         out
     }
 
-    fn observe(&mut self, _space: &SearchSpace, index: usize, observation: &Observation) {
+    fn observe(&mut self, space: &SearchSpace, index: usize, observation: &Observation) {
         if !self.ledger.observe(index, observation) {
             return;
+        }
+        if self.nearest.len() == space.len() {
+            self.note_nearest(space, index, observation);
         }
         self.times[index] = Some(match observation {
             Observation::Measured { median_us, .. } if median_us.is_finite() => *median_us,
@@ -632,6 +712,96 @@ mod tests {
             let found = seen.iter().map(|&i| cost[i]).fold(f64::INFINITY, f64::min);
             assert!(found <= best * 1.03, "seed {seed}: found {found}, best {best}");
         }
+    }
+
+    /// Drives `g` over `space`, observing `obs(i)` for each proposal; returns the proposals.
+    fn drive_obs(g: &mut dyn Strategy, space: &SearchSpace, batch: usize, obs: impl Fn(usize) -> Observation) -> Vec<usize> {
+        let mut seen = Vec::new();
+        loop {
+            let p = g.propose(space, batch);
+            if p.is_empty() {
+                return seen;
+            }
+            for i in p {
+                seen.push(i);
+                g.observe(space, i, &obs(i));
+            }
+        }
+    }
+
+    #[test]
+    fn guided_hint_seeds_are_spread_out() {
+        // SYNTHETIC hint: the true cost, so the top of the hint is one tight cluster.
+        let (space, cost) = synthetic_space();
+        let space = space.with_hint(cost.clone()).unwrap();
+        let params = GuidedParams::default();
+        let mut g = Guided::new(5, Budget::Count(1 + params.hint_seeds));
+        let seen = drive(&mut g, &space, &cost, 2);
+        assert_eq!(seen[0], 0, "the default first");
+        let best = (0..cost.len()).min_by(|&a, &b| cost[a].total_cmp(&cost[b])).unwrap();
+        assert_eq!(seen[1], best, "then the model's favourite");
+        for (x, &a) in seen.iter().enumerate().skip(1) {
+            for &b in &seen[x + 1..] {
+                assert!(space.distance(a, b) >= params.seed_distance, "seeds {a} and {b} are neighbours");
+            }
+        }
+    }
+
+    #[test]
+    fn guided_with_a_hint_is_deterministic_and_corrects_a_biased_model() {
+        // SYNTHETIC: the hint is right about the shape but wrong about stages (it prefers 1),
+        // the measurements say 4; the nearest-measurement correction moves the search there.
+        let (space, cost) = synthetic_space();
+        let hint: Vec<f64> = space
+            .configs()
+            .iter()
+            .map(|c| {
+                let l = |x: f64, opt: f64| (x.log2() - opt).powi(2);
+                let (bm, bn) = (c["bm"].as_f64().unwrap(), c["bn"].as_f64().unwrap());
+                10.0 + l(bm, 7.0) + 2.0 * l(bn, 6.0) + (c["stages"].as_f64().unwrap() - 1.0) * 0.05
+            })
+            .collect();
+        let space = space.with_hint(hint).unwrap();
+        let best = cost.iter().cloned().fold(f64::INFINITY, f64::min);
+        let run = || drive(&mut Guided::new(1, Budget::Fraction(0.15)), &space, &cost, 4);
+        let seen = run();
+        assert_eq!(seen, run());
+        assert_eq!(seen.len(), Budget::Fraction(0.15).limit(space.len()));
+        let found = seen.iter().map(|&i| cost[i]).fold(f64::INFINITY, f64::min);
+        assert!(found <= best * 1.03, "found {found}, best {best}");
+    }
+
+    #[test]
+    fn guided_steps_away_from_run_time_failures() {
+        // SYNTHETIC: the hint loves large stage counts, but every config with stages >= 5
+        // faults at run time; after the first faults the search avoids their neighbourhood.
+        let (space, cost) = synthetic_space();
+        let hint: Vec<f64> = space
+            .configs()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| cost[i] - c["stages"].as_f64().unwrap())
+            .collect();
+        let space = space.with_hint(hint).unwrap();
+        let faults = |i: usize| space.config(i).unwrap()["stages"].as_u64().unwrap() >= 5;
+        let obs = |i: usize| {
+            if faults(i) {
+                Observation::Failed { kind: "fault".into() }
+            } else {
+                Observation::Measured {
+                    median_us: cost[i],
+                    rel_spread: 0.0,
+                }
+            }
+        };
+        let seen = drive_obs(&mut Guided::new(2, Budget::Count(20)), &space, 2, obs);
+        assert_eq!(seen.len(), 20);
+        // The seeds are chosen before any feedback (the model's favourites all fault); the
+        // model alone would keep proposing stages 5-6, the search after the seeds mostly not.
+        let local = &seen[1 + GuidedParams::default().hint_seeds..];
+        let failed = local.iter().filter(|&&i| faults(i)).count();
+        assert!(failed * 3 < local.len(), "{failed} of {} local measurements were faults", local.len());
+        assert!(seen.iter().any(|&i| !faults(i) && i != 0), "found working configs beyond the default");
     }
 
     #[test]

@@ -40,6 +40,7 @@
 
 pub mod codegen;
 pub mod config;
+pub mod cost;
 pub mod host;
 pub mod layout;
 pub mod ptx;
@@ -368,6 +369,11 @@ impl Template for WgmmaGemm {
             units
         };
         LaunchDims { grid: [clusters * cl, 1, problem.batch.max(1)], block: [config.threads(), 1, 1], dynamic_smem: config.smem_bytes() }
+    }
+
+    fn estimate_us(&self, problem: &GemmProblem, config: &WgmmaConfig, device: &crate::tuner::cost::DeviceFacts) -> Option<f64> {
+        let device = crate::tuner::cost::DeviceFacts { sm_count: self.sm_count, ..device.clone() };
+        cost::estimate_us(problem, config, &device)
     }
 
     fn complexity(&self, c: &WgmmaConfig) -> u64 {

@@ -1,0 +1,201 @@
+//! Analytic run-time model of the wgmma GEMM template: which configs are worth measuring first.
+//!
+//! It predicts a config's time from the problem (M, N, K, batch, dtypes) and the device
+//! ([`DeviceFacts`]: SM count, tensor peak, DRAM bandwidth, clock), never from measurements. It
+//! is a ranking aid for the guided search, not a performance claim; absolute values are
+//! typically 20-40% optimistic.
+//!
+//! One CTA runs per SM (`__launch_bounds__(threads, 1)` and `setmaxnreg` hand the block the
+//! whole register file), so a launch runs `ceil(units / CTAs)` work units back to back on the
+//! busiest SM. A unit's mainloop costs, per 64-deep k-block, the slowest of:
+//! - tensor math: `2 bm bn 64` flops at the SM's share of the dense peak;
+//! - shared-memory traffic: every `wgmma` re-reads its A (64x16) and B (16 x wgmma_n) operands
+//!   and TMA writes the stage, all through one port of [`SMEM_BYTES_PER_CLK`] (this is why wide
+//!   `wgmma_n` and tall-and-wide tiles are efficient);
+//! - SM ingress from L2: the stage's bytes at [`L2_BYTES_PER_CLK_PER_SM`];
+//! - Little's law on the ring: with `stages - 1` loads in flight and a load-to-use latency of
+//!   [`LOAD_LATENCY_US`], at most `stages - 1` k-blocks arrive per latency;
+//!
+//! plus, for a 2-CTA cluster, the cross-SM release handshake the B multicast waits for
+//! ([`CLUSTER_HANDSHAKE_US`] per k-block). Around the mainloop: one pipeline fill per CTA
+//! (persistent) or per tile (one tile per block), the epilogue's stores (hidden behind the other
+//! consumer in ping-pong mode) and, for split-K, the f32 partials written and read back plus the
+//! fence/atomic round trips of the fix-up. The whole launch cannot beat reading A and B and
+//! writing C once from DRAM, and pays the launch overhead once.
+
+use super::config::{WgmmaConfig, BLOCK_K};
+use crate::templates::gemm::GemmProblem;
+use crate::tuner::cost::DeviceFacts;
+
+/// Shared-memory bandwidth of one SM, bytes per clock (32 banks x 4 bytes, Hopper tuning guide).
+pub const SMEM_BYTES_PER_CLK: f64 = 128.0;
+/// Bytes per clock one SM can take in from L2 (Hopper: one 64-byte L2 transfer per clock per SM).
+pub const L2_BYTES_PER_CLK_PER_SM: f64 = 64.0;
+/// Load-to-use latency of one TMA load from DRAM, including the producer's issue and the
+/// consumer's mbarrier wake-up, microseconds (HBM latency on Hopper is ~0.5-0.6 us unloaded).
+pub const LOAD_LATENCY_US: f64 = 0.7;
+/// Cross-SM release handshake a 2-CTA cluster waits for before every multicast refill (a
+/// remote mbarrier arrive plus the issuing CTA's wait), microseconds; exposed once per k-block
+/// because the kernel refills a stage only when both CTAs released it.
+pub const CLUSTER_HANDSHAKE_US: f64 = 0.35;
+/// Bytes of one f32 split-K partial element.
+const PARTIAL_BYTES: f64 = 4.0;
+/// k16 steps per k-block (`BLOCK_K / 16`).
+const K16_PER_BLOCK: f64 = (BLOCK_K / 16) as f64;
+
+/// Predicted microseconds of one launch of `c` for `p` on `dev`; `None` when the device has no
+/// tensor peak for the input type or the config is degenerate (zero tile or stages).
+pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Option<f64> {
+    let peak = dev.tensor_tflops(p.dtype)? * 1e12;
+    if c.bm == 0 || c.bn == 0 || c.wgmma_n == 0 || c.stages < 2 || c.consumers == 0 || p.m == 0 || p.n == 0 {
+        return None;
+    }
+    let (bm, bn, wn) = (f64::from(c.bm), f64::from(c.bn), f64::from(c.wgmma_n));
+    let in_b = p.dtype.size_bytes() as f64;
+    let out_b = p.epilogue.out_dtype.size_bytes() as f64;
+    let clk = dev.clock_hz();
+    let sms = dev.sm_count.max(1);
+    let cl = c.cluster_m.max(1);
+    let split = c.split_k.max(1);
+    let kblocks = p.k.div_ceil(BLOCK_K).max(1);
+    let kb_unit = f64::from(kblocks.div_ceil(split));
+    let units = c.units(p.m, p.n) * u64::from(cl) * u64::from(p.batch.max(1));
+
+    // One k-block of one unit (seconds).
+    let t_math = 2.0 * bm * bn * f64::from(BLOCK_K) / (peak / f64::from(sms));
+    let issuers = f64::from(c.consumers_per_unit());
+    let rows = f64::from(c.rows_per_consumer());
+    let wgmma_per_k16 = issuers * (rows / 64.0) * (bn / wn);
+    let operand_reads = K16_PER_BLOCK * wgmma_per_k16 * (64.0 * 16.0 * in_b + 16.0 * wn * in_b);
+    let stage = (bm + bn) * f64::from(BLOCK_K) * in_b;
+    let t_smem = (operand_reads + stage) / SMEM_BYTES_PER_CLK / clk;
+    let t_ingress = stage / L2_BYTES_PER_CLK_PER_SM / clk;
+    let latency = LOAD_LATENCY_US * 1e-6;
+    let t_ring = latency / f64::from(c.stages - 1);
+    let handshake = if cl > 1 { CLUSTER_HANDSHAKE_US * 1e-6 } else { 0.0 };
+    let t_kblock = t_math.max(t_smem).max(t_ingress).max(t_ring) + handshake;
+    let t_main = kb_unit * t_kblock;
+
+    let t_epilogue = bm * bn * out_b / L2_BYTES_PER_CLK_PER_SM / clk;
+    let t_fixup = if split > 1 {
+        // Write this slice's partial, read the others' (half of them on average), and two L2
+        // round trips: the fence + arrival atomic, then the first partial read.
+        let partial = bm * bn * PARTIAL_BYTES;
+        (partial + partial * f64::from(split - 1) / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + 2.0 * latency
+    } else {
+        0.0
+    };
+
+    let slots = u64::from((sms / cl).max(1) * cl);
+    let t_sm = if c.persistent {
+        let ctas = units.clamp(1, slots);
+        let per_cta = units.div_ceil(ctas) as f64;
+        if c.pingpong {
+            // The two consumers alternate units: one's epilogue hides behind the other's mainloop.
+            latency + per_cta * (t_main + t_fixup) + t_epilogue
+        } else {
+            latency + per_cta * (t_main + t_epilogue + t_fixup)
+        }
+    } else {
+        let waves = units.div_ceil(slots) as f64;
+        waves * (latency + t_main + t_epilogue + t_fixup)
+    };
+
+    let (m, n, k, batch) = (f64::from(p.m), f64::from(p.n), f64::from(p.k), f64::from(p.batch.max(1)));
+    let mut dram = batch * ((m * k + n * k) * in_b + m * n * out_b);
+    if split > 1 {
+        dram += units as f64 * bm * bn * PARTIAL_BYTES * 2.0;
+    }
+    let t_dram = dram / (dev.dram_gbps.max(1.0) * 1e9);
+    Some(t_sm.max(t_dram) * 1e6 + dev.launch_us)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+
+    fn h200() -> DeviceFacts {
+        DeviceFacts::lookup("NVIDIA H200", (9, 0)).unwrap()
+    }
+
+    fn cfg(bm: u32, bn: u32) -> WgmmaConfig {
+        WgmmaConfig {
+            bm,
+            bn,
+            bk: 64,
+            consumers: if bm >= 128 { 2 } else { 1 },
+            wgmma_n: bn,
+            stages: 4,
+            cluster_m: 1,
+            persistent: true,
+            raster_group: 8,
+            split_k: 1,
+            pingpong: false,
+        }
+    }
+
+    fn est(p: &GemmProblem, c: &WgmmaConfig) -> f64 {
+        estimate_us(p, c, &h200()).unwrap()
+    }
+
+    #[test]
+    fn large_square_prefers_the_big_tile() {
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
+        let big = est(&p, &cfg(128, 256));
+        for (bm, bn) in [(64, 64), (64, 128), (128, 64), (128, 128)] {
+            assert!(big < est(&p, &cfg(bm, bn)), "{bm}x{bn} beat 128x256");
+        }
+        // Within 2x of the dense peak's time, never faster than it.
+        let ideal = p.flops() / 989.5e12 * 1e6;
+        assert!(big > ideal && big < 2.0 * ideal, "{big} vs {ideal}");
+    }
+
+    #[test]
+    fn fewer_waves_win_when_tiles_barely_fill_the_machine() {
+        // 1024^2: 128x256 gives 32 tiles (a quarter of the SMs busy), 128x64 gives 128 (one
+        // full wave); the same work per SM in a quarter of the time.
+        let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+        assert!(est(&p, &cfg(128, 64)) < est(&p, &cfg(128, 256)));
+        // 133 tiles on 132 SMs is two waves: worse than 128 tiles of the same size.
+        let two_waves = GemmProblem::nn(133 * 128, 256, 4096, DType::Bf16);
+        let one_wave = GemmProblem::nn(128 * 128, 256, 4096, DType::Bf16);
+        let c = WgmmaConfig { persistent: false, ..cfg(128, 256) };
+        assert!(est(&two_waves, &c) > 1.5 * est(&one_wave, &c));
+    }
+
+    #[test]
+    fn tiny_m_penalizes_tall_tiles_and_rewards_split_k_only_without_parallelism() {
+        // M = 64: a 256-row tile wastes 3/4 of its math.
+        let p = GemmProblem::nn(64, 4096, 4096, DType::Bf16);
+        assert!(est(&p, &cfg(64, 128)) < est(&p, &cfg(256, 128)));
+        // 64 x 1024 x 16384: only 16 tiles of 64x64; splitting K 4 ways keeps 64 SMs busy.
+        let deep = GemmProblem::nn(64, 1024, 16384, DType::Bf16);
+        let base = WgmmaConfig { consumers: 1, ..cfg(64, 64) };
+        assert!(est(&deep, &WgmmaConfig { split_k: 4, ..base.clone() }) < est(&deep, &base));
+        // With one full wave already, splitting only adds the fix-up.
+        let wide = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+        let c = cfg(128, 64);
+        assert!(est(&wide, &WgmmaConfig { split_k: 2, ..c.clone() }) > est(&wide, &c));
+    }
+
+    #[test]
+    fn shallow_rings_and_narrow_wgmma_cost_time() {
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
+        let c = WgmmaConfig { consumers: 1, ..cfg(64, 64) };
+        assert!(est(&p, &WgmmaConfig { stages: 2, ..c.clone() }) > 2.0 * est(&p, &WgmmaConfig { stages: 6, ..c }));
+        let wide = cfg(128, 256);
+        assert!(est(&p, &WgmmaConfig { wgmma_n: 128, ..wide.clone() }) > est(&p, &wide));
+        assert!(est(&p, &WgmmaConfig { cluster_m: 2, ..wide.clone() }) > est(&p, &wide));
+    }
+
+    #[test]
+    fn no_estimate_without_a_tensor_peak_or_for_degenerate_configs() {
+        let p = GemmProblem::nn(128, 128, 128, DType::Bf16);
+        let mut dev = h200();
+        dev.tensor_16bit_tflops = 0.0;
+        assert_eq!(estimate_us(&p, &cfg(128, 128), &dev), None);
+        assert_eq!(estimate_us(&p, &WgmmaConfig { stages: 1, ..cfg(128, 128) }, &h200()), None);
+        assert_eq!(estimate_us(&p, &WgmmaConfig { wgmma_n: 0, ..cfg(128, 128) }, &h200()), None);
+    }
+}
