@@ -2,7 +2,8 @@
 //! the content-addressed on-disk cache and deployment bundles.
 //!
 //! - [`nvrtc`]: one NVRTC compile ([`compile`]), counted by [`nvrtc_calls`].
-//! - [`resources`]: ptxas `-v` lines parsed into [`ResourceUsage`] per function.
+//! - [`resources`]: ptxas `-v` lines parsed into [`ResourceUsage`] per function, and
+//!   [`ResourceReport`] from either ptxas or the driver's attributes of a loaded kernel.
 //! - [`parallel`]: [`compile_many`] on a bounded, dedicated rayon pool.
 //! - [`cache`]: [`KernelCache`], content-addressed, atomic, corruption-checked.
 //! - [`bundle`]: [`Bundle`], a folder of cubins + `manifest.json` for NVRTC-free deployment.
@@ -21,7 +22,10 @@ pub use cache::{
     cache_key, CacheCounters, CacheEntry, CacheError, CacheStats, CachedKernel, EntryError,
     EntryInfo, KernelCache,
 };
-pub use nvrtc::{compile, nvrtc_calls, options_for, CompileError, Compiled};
+pub use nvrtc::{compile, nvrtc_calls, options_for, CompileError, Compiled, NVRTC_CACHE_SINCE};
 pub use parallel::{compile_many, compile_many_refs, default_jobs};
-pub use resources::{parse_ptxas_log, ResourceUsage};
+pub use resources::{
+    parse_ptxas_log, ptxas_report_in, resource_report, MissingPtxasReport, ResourceReport,
+    ResourceSource, ResourceUsage,
+};
 pub use toolchain::{Toolchain, ToolchainError};
