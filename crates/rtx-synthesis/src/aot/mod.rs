@@ -23,7 +23,7 @@ pub use cache::{
     EntryInfo, KernelCache,
 };
 pub use nvrtc::{compile, nvrtc_calls, options_for, CompileError, Compiled, NVRTC_CACHE_SINCE};
-pub use parallel::{compile_many, compile_many_refs, default_jobs};
+pub use parallel::{compile_many, compile_many_refs, default_jobs, map_bounded};
 pub use resources::{
     parse_ptxas_log, ptxas_report_in, resource_report, MissingPtxasReport, ResourceReport,
     ResourceSource, ResourceUsage,
