@@ -7,10 +7,13 @@
 //! - [`parallel`]: [`compile_many`] on a bounded, dedicated rayon pool.
 //! - [`cache`]: [`KernelCache`], content-addressed, atomic, corruption-checked.
 //! - [`bundle`]: [`Bundle`], a folder of cubins + `manifest.json` for NVRTC-free deployment.
+//! - [`codegen`]: the kernels a deployment needs (ops manifest and/or tuning database), compiled
+//!   for several architectures into a bundle (`cargo xtask codegen`).
 //! - [`fsio`]: atomic writes and the versioned, checksummed frame shared with the profile store.
 
 pub mod bundle;
 pub mod cache;
+pub mod codegen;
 pub mod fsio;
 pub mod nvrtc;
 pub mod parallel;
