@@ -3,6 +3,7 @@
 
 mod bench;
 mod cache;
+mod codegen;
 mod cuda_env;
 mod gpu_bundle;
 mod test;
@@ -56,6 +57,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Compile every kernel the tuning database or an ops manifest needs into a bundle folder
+    /// (cubins + manifest.json) for deployment without NVRTC: `cargo xtask codegen --arch
+    /// sm_90a,sm_120 --ops bench/ops/example.json --out .rtx-bundle`.
+    Codegen(codegen::CodegenArgs),
     /// Print the environment (LD_LIBRARY_PATH, RTX_CUDA_INCLUDE) the tests run with.
     Env,
 }
@@ -67,6 +72,7 @@ fn main() -> Result<()> {
         Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
         Cmd::GpuBundle { out } => gpu_bundle::run(&out),
         Cmd::Tune { args } => tune::run(&args),
+        Cmd::Codegen(args) => codegen::run(&args),
         Cmd::Cache { cmd } => {
             // The cache key holds the NVRTC version, so NVRTC must be loadable in this process.
             cuda_env::reexec_with_cuda_env()?;
