@@ -1,10 +1,10 @@
 """Does this machine's NVRTC put ptxas -v resource lines in the program log?
 
 Compiles one small kernel with --ptxas-options=-v through every libnvrtc.so.13 it can find and
-prints the log, so a missing resource report can be traced to a library, not guessed. Each
-option set is compiled twice: NVRTC >= 12.9 caches compiles (where a CUDA driver is present)
-and a cache hit skips ptxas, so the repeat shows whether `--no-cache` (what rtx passes) is
-needed for the ptxas lines.
+prints the log, so a missing resource report can be traced to a library, not guessed. NVRTC
+>= 12.9 caches compiles and a cache hit skips ptxas; the same program is compiled several times
+(and through several file names of one library), and the `--no-cache` set (what rtx passes) twice,
+so the output shows whether the cache is what empties the log.
 Usage: python3 nvrtc_log_probe.py
 """
 import ctypes, glob, os, sys

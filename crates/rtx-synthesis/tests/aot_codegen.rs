@@ -12,9 +12,8 @@ use rtx_synthesis::Arch;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-fn manifest_path() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops/small.json")
-}
+/// The manifest, embedded so the test binary also runs from a `cargo xtask gpu-bundle` folder.
+const SMALL: &[u8] = include_bytes!("fixtures/ops/small.json");
 
 #[test]
 fn codegen_bundle_serves_every_kernel_without_nvrtc() {
@@ -27,9 +26,9 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
         return;
     }
     let archs = codegen::parse_archs("sm_90a,sm_120").unwrap();
-    let path = manifest_path();
-    let m = OpsManifest::read(&path).unwrap();
-    let plan = codegen::plan(&archs, Some((&m, &path)), None).unwrap();
+    let path = Path::new("tests/fixtures/ops/small.json");
+    let m = OpsManifest::parse(SMALL, path).unwrap();
+    let plan = codegen::plan(&archs, Some((&m, path)), None).unwrap();
     assert_eq!(plan.kernels.len(), 6, "3 ops x 2 archs");
     let dir = tempfile::tempdir().unwrap();
     let reported = AtomicUsize::new(0);
@@ -46,7 +45,7 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
     // The deployment side: open the bundle and look every kernel up by its source.
     let calls = nvrtc_calls();
     let bundle = Bundle::open(dir.path()).unwrap();
-    let again = codegen::plan(&archs, Some((&m, &path)), None).unwrap();
+    let again = codegen::plan(&archs, Some((&m, path)), None).unwrap();
     for k in &again.kernels {
         let cubin = bundle
             .get_source(&k.source, k.arch)
@@ -58,7 +57,7 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
     assert_eq!(nvrtc_calls(), calls, "serving from the bundle makes no NVRTC call");
     let check = codegen::check(&again, dir.path()).unwrap();
     assert!(check.is_current(), "{check:?}");
-    let only90 = codegen::plan(&[Arch::Sm90a], Some((&m, &path)), None).unwrap();
+    let only90 = codegen::plan(&[Arch::Sm90a], Some((&m, path)), None).unwrap();
     assert_eq!(codegen::check(&only90, dir.path()).unwrap().extra.len(), 3);
     assert_eq!(nvrtc_calls(), calls);
 
