@@ -1,7 +1,10 @@
 """Does this machine's NVRTC put ptxas -v resource lines in the program log?
 
 Compiles one small kernel with --ptxas-options=-v through every libnvrtc.so.13 it can find and
-prints the log, so a missing resource report can be traced to a library, not guessed.
+prints the log, so a missing resource report can be traced to a library, not guessed. NVRTC
+>= 12.9 caches compiles and a cache hit skips ptxas; the same program is compiled several times
+(and through several file names of one library), and the `--no-cache` set (what rtx passes) twice,
+so the output shows whether the cache is what empties the log.
 Usage: python3 nvrtc_log_probe.py
 """
 import ctypes, glob, os, sys
@@ -23,7 +26,9 @@ for path in cands:
     lib.nvrtcVersion(ctypes.byref(maj), ctypes.byref(mnr))
     for opts in ([b"--gpu-architecture=sm_90a", b"--ptxas-options=-v"],
                  [b"--gpu-architecture=sm_90a", b"-Xptxas", b"-v"],
-                 [b"--gpu-architecture=sm_90a", b"--ptxas-options=--verbose"]):
+                 [b"--gpu-architecture=sm_90a", b"--ptxas-options=--verbose"],
+                 [b"--gpu-architecture=sm_90a", b"--ptxas-options=-v", b"--no-cache"],
+                 [b"--gpu-architecture=sm_90a", b"--ptxas-options=-v", b"--no-cache"]):
         prog = ctypes.c_void_p()
         lib.nvrtcCreateProgram(ctypes.byref(prog), SRC, b"k.cu", 0, None, None)
         arr = (ctypes.c_char_p * len(opts))(*opts)
@@ -35,3 +40,4 @@ for path in cands:
         print(f"{path} v{maj.value}.{mnr.value} opts={[o.decode() for o in opts]} rc={rc} log={buf.value.decode(errors='replace')!r}")
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 print("env LD_LIBRARY_PATH =", os.environ.get("LD_LIBRARY_PATH"))
+print("env CUDA_CACHE_DISABLE/PATH =", os.environ.get("CUDA_CACHE_DISABLE"), os.environ.get("CUDA_CACHE_PATH"))

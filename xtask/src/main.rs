@@ -3,6 +3,7 @@
 
 mod bench;
 mod cache;
+mod codegen;
 mod cuda_env;
 mod gpu_bundle;
 mod test;
@@ -30,6 +31,10 @@ enum Cmd {
     Ci,
     /// Run the benchmark suites (GPU when present, the CPU-side compile suite otherwise).
     Bench {
+        /// Re-measure the GPU's ceilings (profiler micro-benchmarks) and replace the saved
+        /// profile for this device + driver (forwarded as `rtx-bench --reprofile`).
+        #[arg(long)]
+        reprofile: bool,
         /// Arguments for `rtx-bench` (see `cargo xtask bench -- --help`).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -52,6 +57,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Compile every kernel the tuning database or an ops manifest needs into a bundle folder
+    /// (cubins + manifest.json) for deployment without NVRTC: `cargo xtask codegen --arch
+    /// sm_90a,sm_120 --ops bench/ops/example.json --out .rtx-bundle`.
+    Codegen(codegen::CodegenArgs),
     /// Print the environment (LD_LIBRARY_PATH, RTX_CUDA_INCLUDE) the tests run with.
     Env,
 }
@@ -60,9 +69,10 @@ fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Test { args } => test::run(&args),
         Cmd::Ci => test::run(&[]),
-        Cmd::Bench { args } => bench::run(&args),
+        Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
         Cmd::GpuBundle { out } => gpu_bundle::run(&out),
         Cmd::Tune { args } => tune::run(&args),
+        Cmd::Codegen(args) => codegen::run(&args),
         Cmd::Cache { cmd } => {
             // The cache key holds the NVRTC version, so NVRTC must be loadable in this process.
             cuda_env::reexec_with_cuda_env()?;
@@ -81,4 +91,25 @@ fn main() -> Result<()> {
 /// The workspace root (the parent of `xtask/`).
 pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bench_takes_reprofile_and_passes_the_rest_through() {
+        let cli = Cli::try_parse_from(["cargo xtask", "bench", "--reprofile", "--quick", "--suite", "memory"]).unwrap();
+        match cli.cmd {
+            Cmd::Bench { reprofile, args } => {
+                assert!(reprofile);
+                assert_eq!(args, ["--quick", "--suite", "memory"]);
+            }
+            _ => panic!("not bench"),
+        }
+        match Cli::try_parse_from(["cargo xtask", "bench", "--", "--reprofile"]).unwrap().cmd {
+            Cmd::Bench { reprofile, args } => assert_eq!(bench::rtx_bench_args(reprofile, args), ["--reprofile"]),
+            _ => panic!("not bench"),
+        }
+    }
 }

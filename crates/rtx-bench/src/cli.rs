@@ -41,8 +41,13 @@ pub struct Cli {
     pub families: Option<Vec<String>>,
     /// Do not take the device's ceilings from the rtx profiler (its saved profile, or a fresh
     /// measurement when none is saved); the roofline then uses this run's copy and cuBLAS cases.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "reprofile")]
     pub no_profile: bool,
+    /// Measure the device's ceilings again with the rtx profiler (micro-benchmarks) and replace
+    /// the saved profile for this device name + driver (`$RTX_CACHE_DIR/profiles`), instead of
+    /// reusing it. Needs a GPU and NVRTC; without a GPU it changes nothing.
+    #[arg(long)]
+    pub reprofile: bool,
     /// No progress bars on stderr.
     #[arg(long)]
     pub no_progress: bool,
@@ -101,5 +106,11 @@ mod tests {
         assert!(c.quick);
         assert_eq!(c.update_baseline, Some(PathBuf::from("bench/baselines/")));
         assert!(Cli::try_parse_from(["rtx-bench", "--suite", "nope"]).is_err());
+        assert!(!Cli::try_parse_from(["rtx-bench"]).unwrap().reprofile);
+        assert!(Cli::try_parse_from(["rtx-bench", "--reprofile"]).unwrap().reprofile);
+        assert!(
+            Cli::try_parse_from(["rtx-bench", "--reprofile", "--no-profile"]).is_err(),
+            "re-measuring a profile that is not used is refused"
+        );
     }
 }

@@ -89,9 +89,16 @@ pub fn compile_archs(gpu: Option<&Gpu>) -> Vec<Arch> {
 }
 
 /// The device's measured ceilings from the rtx profiler: its saved profile for this device and
-/// driver, measured (micro-benchmarks, then saved under `RTX_CACHE_DIR`) when there is none.
-pub fn profiler_ceilings(gpu: &Gpu) -> Option<(rtx_synthesis::profiler::Ceilings, u64)> {
-    match rtx_synthesis::profiler::profile_device(&gpu.device, false) {
+/// driver, measured (micro-benchmarks, then saved under `RTX_CACHE_DIR`) when there is none or
+/// when `reprofile` is set (`rtx-bench --reprofile`: measured again, replacing the saved one).
+pub fn profiler_ceilings(
+    gpu: &Gpu,
+    reprofile: bool,
+) -> Option<(rtx_synthesis::profiler::Ceilings, u64)> {
+    if reprofile {
+        tracing::info!(target: "rtx_bench", "--reprofile: measuring the device's ceilings again");
+    }
+    match rtx_synthesis::profiler::profile_device(&gpu.device, reprofile) {
         Ok(p) => Some((p.measured, p.measured_at)),
         Err(e) => {
             tracing::warn!(target: "rtx_bench", "no profiler ceilings: {e}");
@@ -259,7 +266,8 @@ pub fn run(
     }
     report.device.profile = derive_profile(
         &report,
-        gpu.filter(|_| !cli.no_profile).and_then(profiler_ceilings),
+        gpu.filter(|_| !cli.no_profile)
+            .and_then(|g| profiler_ceilings(g, cli.reprofile)),
     );
 
     let dir = &cli.out;

@@ -1,6 +1,8 @@
 //! One NVRTC compile: CUDA C++ to a cubin for a real architecture.
 
-use super::resources::{parse_ptxas_log, ResourceUsage};
+use super::resources::{
+    parse_ptxas_log, ptxas_report_in, MissingPtxasReport, ResourceReport, ResourceUsage,
+};
 use super::toolchain::{Toolchain, ToolchainError};
 use crate::templates::KernelSource;
 use crate::Arch;
@@ -38,6 +40,14 @@ impl Compiled {
     pub fn resources_for(&self, entry: &str) -> Option<&ResourceUsage> {
         self.resources.iter().find(|r| r.function == entry)
     }
+
+    /// `entry`'s report from ptxas' log as a [`ResourceReport`], or why there is none (the log
+    /// has no ptxas lines at all, or none for `entry`). Tests that need ptxas lines use this
+    /// to skip with the reason instead of failing; see [`ResourceReport::from_driver`] for the
+    /// source that needs no log.
+    pub fn ptxas_report(&self, entry: &str) -> Result<ResourceReport, MissingPtxasReport> {
+        ptxas_report_in(&self.resources, entry, &self.log)
+    }
 }
 
 /// Why a compile failed.
@@ -70,7 +80,20 @@ pub enum CompileError {
     },
 }
 
+/// The first NVRTC version with its own compile cache (CUDA 12.9). On a cache hit NVRTC hands
+/// back the stored cubin without running ptxas, so the program log has no `ptxas info` lines
+/// (NVIDIA/Fuser#4694, NVIDIA/cuda-python#1124); rtx passes `--no-cache` from this version on.
+pub const NVRTC_CACHE_SINCE: (i32, i32) = (12, 9);
+
 /// The full NVRTC option list for `src` on `arch`.
+///
+/// - `--gpu-architecture=sm_XX` (a real architecture, `sm_90a` on Hopper): NVRTC runs ptxas
+///   and [`compile`] takes the cubin with `nvrtcGetCUBIN`; no PTX is produced or JIT-compiled.
+/// - `--ptxas-options=-v`: ptxas' resource lines in the program log (NVRTC's spelling of
+///   nvcc's `-Xptxas -v`).
+/// - `--no-cache` for NVRTC >= [`NVRTC_CACHE_SINCE`]: NVRTC's own cache would skip ptxas (and
+///   its `-v` report) on a hit and make cold-compile timings meaningless; rtx caches cubins
+///   itself ([`crate::aot::KernelCache`]).
 pub fn options_for(src: &KernelSource, arch: Arch, tc: &Toolchain) -> Vec<String> {
     let mut o = vec![
         format!("--gpu-architecture={}", arch.sm_name()),
@@ -79,6 +102,9 @@ pub fn options_for(src: &KernelSource, arch: Arch, tc: &Toolchain) -> Vec<String
         "--ptxas-options=-v".to_string(),
         "-default-device".to_string(),
     ];
+    if tc.nvrtc_version >= NVRTC_CACHE_SINCE {
+        o.push("--no-cache".to_string());
+    }
     o.extend(src.options.iter().cloned());
     o
 }
@@ -143,7 +169,7 @@ pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError>
                             Ok(()) => Ok(Compiled {
                                 cubin,
                                 arch,
-                                resources: parse_ptxas_log(&log, arch),
+                                resources: ptxas_resources(&src.entry, &log, arch),
                                 log,
                                 compile_time: started.elapsed(),
                                 nvrtc_version: tc.nvrtc_version,
@@ -156,6 +182,21 @@ pub fn compile(src: &KernelSource, arch: Arch) -> Result<Compiled, CompileError>
         sys::nvrtcDestroyProgram(&mut prog);
         result
     }
+}
+
+/// The ptxas report of a successful compile; a log without one is logged (the driver's
+/// attributes are then the only resource source, see [`crate::aot::ResourceReport`]).
+fn ptxas_resources(entry: &str, log: &str, arch: Arch) -> Vec<ResourceUsage> {
+    let r = parse_ptxas_log(log, arch);
+    if r.is_empty() {
+        tracing::warn!(
+            entry,
+            %arch,
+            log_bytes = log.len(),
+            "NVRTC returned no ptxas resource lines; resource checks fall back to driver attributes"
+        );
+    }
+    r
 }
 
 /// # Safety
@@ -220,12 +261,41 @@ extern "C" __global__ void saxpy_f16(const __half* x, __half* y, float a, int n)
                 "ptxas -v names the function: {}",
                 c.log
             );
+            let opts = options_for(&saxpy(), arch, tc);
+            assert!(opts.contains(&format!("--gpu-architecture={}", arch.sm_name())));
+            assert!(opts.iter().any(|o| o == "--ptxas-options=-v"));
+            assert_eq!(
+                opts.iter().any(|o| o == "--no-cache"),
+                tc.nvrtc_version >= NVRTC_CACHE_SINCE
+            );
             eprintln!(
                 "{arch}: {} bytes in {:?}\n{}",
                 c.cubin.len(),
                 c.compile_time,
                 c.log
             );
+        }
+    }
+
+    /// NVRTC >= 12.9 caches compiles; a repeat of the same program must still run ptxas and
+    /// report its resources (the H200's system NVRTC returned empty logs before `--no-cache`).
+    #[test]
+    fn a_repeated_compile_still_reports_ptxas_lines() {
+        if let Err(e) = Toolchain::get() {
+            eprintln!("SKIP a_repeated_compile_still_reports_ptxas_lines: {e}");
+            assert!(
+                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                "RTX_REQUIRE_NVRTC is set but: {e}"
+            );
+            return;
+        }
+        let first = compile(&saxpy(), Arch::Sm90a).unwrap();
+        let again = compile(&saxpy(), Arch::Sm90a).unwrap();
+        assert_eq!(first.cubin, again.cubin);
+        for c in [&first, &again] {
+            let r = c.ptxas_report("saxpy_f16").unwrap_or_else(|e| panic!("{e}"));
+            assert!(r.registers > 0);
+            assert_eq!(r.source, crate::aot::ResourceSource::PtxasLog);
         }
     }
 

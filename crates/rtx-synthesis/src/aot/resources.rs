@@ -1,4 +1,8 @@
-//! Typed resource reports parsed from ptxas' `-v` lines in the NVRTC program log.
+//! Typed resource reports: parsed from ptxas' `-v` lines in the NVRTC program log
+//! ([`parse_ptxas_log`], [`ResourceUsage`]), or read from the driver after the cubin is loaded
+//! ([`ResourceReport::from_driver`]); [`ResourceReport`] is the common form, marked with where
+//! it came from ([`ResourceSource`]), and [`resource_report`] prefers ptxas and falls back to
+//! the driver when the log has no ptxas lines.
 //!
 //! The format, as NVRTC 13 prints it (one block per function, kernels first named by a
 //! `Compiling entry function` line; device functions only get the two property lines):
@@ -66,6 +70,165 @@ impl ResourceUsage {
     /// Whether ptxas had to spill registers to local memory.
     pub fn spills(&self) -> bool {
         self.spill_store_bytes > 0 || self.spill_load_bytes > 0
+    }
+}
+
+/// Where a [`ResourceReport`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ResourceSource {
+    /// ptxas' `-v` lines in the NVRTC program log (at compile time, no GPU needed). Complete:
+    /// spill stores/loads and the stack frame are separate figures.
+    PtxasLog,
+    /// `cuFuncGetAttribute` on the loaded kernel (needs a GPU). Registers and static shared
+    /// memory are exact; spills are not told apart from local arrays: both are in
+    /// `LOCAL_SIZE_BYTES` ([`ResourceReport::local_bytes`]).
+    DriverAttributes,
+}
+
+impl std::fmt::Display for ResourceSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResourceSource::PtxasLog => "ptxas -v log",
+            ResourceSource::DriverAttributes => "driver function attributes",
+        })
+    }
+}
+
+/// One kernel's resource use from either source, with the figures both sources have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceReport {
+    /// The kernel's name.
+    pub function: String,
+    /// The target it was compiled for.
+    pub arch: Arch,
+    /// Registers per thread.
+    pub registers: u32,
+    /// Local memory per thread: ptxas' stack frame, or the driver's `LOCAL_SIZE_BYTES`.
+    /// Non-zero means spills or local arrays (or call frames).
+    pub local_bytes: u32,
+    /// Spill stores / loads in bytes per thread, when known (ptxas only).
+    pub spill_bytes: Option<(u32, u32)>,
+    /// Static shared memory per block.
+    pub shared_bytes: u32,
+    /// The largest block the kernel can be launched with (driver only: register-limited).
+    pub max_threads_per_block: Option<u32>,
+    /// Where the figures come from.
+    pub source: ResourceSource,
+}
+
+impl ResourceReport {
+    /// The report of a ptxas block.
+    pub fn from_ptxas(u: &ResourceUsage) -> Self {
+        ResourceReport {
+            function: u.function.clone(),
+            arch: u.arch,
+            registers: u.registers,
+            local_bytes: u.stack_frame_bytes.max(u.cumulative_stack_bytes.unwrap_or(0)),
+            spill_bytes: Some((u.spill_store_bytes, u.spill_load_bytes)),
+            shared_bytes: u.shared_bytes,
+            max_threads_per_block: None,
+            source: ResourceSource::PtxasLog,
+        }
+    }
+
+    /// The report of the kernel `function` (compiled for `arch`) from the driver's attributes
+    /// of the loaded kernel (`rtx_runtime::Function::attributes`).
+    pub fn from_driver(
+        function: &str,
+        arch: Arch,
+        a: &rtx_runtime::FunctionAttributes,
+    ) -> Self {
+        ResourceReport {
+            function: function.to_string(),
+            arch,
+            registers: a.num_regs,
+            local_bytes: a.local_bytes,
+            spill_bytes: None,
+            shared_bytes: a.static_smem_bytes,
+            max_threads_per_block: Some(a.max_threads_per_block),
+            source: ResourceSource::DriverAttributes,
+        }
+    }
+
+    /// Whether registers spilled: `Some` from ptxas; from the driver only `Some(false)` when the
+    /// kernel uses no local memory at all (local memory could be spills or local arrays).
+    pub fn spills(&self) -> Option<bool> {
+        match self.spill_bytes {
+            Some((st, ld)) => Some(st > 0 || ld > 0),
+            None if self.local_bytes == 0 => Some(false),
+            None => None,
+        }
+    }
+
+    /// Whether the kernel uses local memory (spills, local arrays, call frames).
+    pub fn uses_local_memory(&self) -> bool {
+        self.local_bytes > 0
+    }
+}
+
+/// Why a compile's log gave no ptxas report for a kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MissingPtxasReport {
+    /// The program log has no `ptxas` lines at all (an NVRTC cache hit on NVRTC >= 12.9 without
+    /// `--no-cache`, or an NVRTC that does not forward ptxas' output).
+    #[error("the NVRTC program log has no ptxas resource lines ({log_bytes} bytes of log)")]
+    NoPtxasLines {
+        /// Size of the log that was searched.
+        log_bytes: usize,
+    },
+    /// ptxas reported other functions but not this one.
+    #[error("ptxas reported {reported:?} but not `{entry}`")]
+    NotReported {
+        /// The kernel asked for.
+        entry: String,
+        /// The functions ptxas did report.
+        reported: Vec<String>,
+    },
+}
+
+/// `entry`'s ptxas block among `resources` (parsed from `log`) as a [`ResourceReport`].
+pub fn ptxas_report_in(
+    resources: &[ResourceUsage],
+    entry: &str,
+    log: &str,
+) -> Result<ResourceReport, MissingPtxasReport> {
+    if resources.is_empty() {
+        return Err(MissingPtxasReport::NoPtxasLines {
+            log_bytes: log.len(),
+        });
+    }
+    resources
+        .iter()
+        .find(|r| r.function == entry)
+        .map(ResourceReport::from_ptxas)
+        .ok_or_else(|| MissingPtxasReport::NotReported {
+            entry: entry.to_string(),
+            reported: resources.iter().map(|r| r.function.clone()).collect(),
+        })
+}
+
+/// The best report for `entry`: ptxas' when `ptxas` (the compile's parsed log) has one, else
+/// the driver's attributes of the loaded kernel `loaded` when given; `None` when neither source
+/// has it. Logged at debug level with the source used.
+pub fn resource_report(
+    ptxas: &[ResourceUsage],
+    entry: &str,
+    arch: Arch,
+    loaded: Option<&rtx_runtime::Function>,
+) -> Option<ResourceReport> {
+    if let Some(u) = ptxas.iter().find(|r| r.function == entry) {
+        return Some(ResourceReport::from_ptxas(u));
+    }
+    let f = loaded?;
+    match f.attributes() {
+        Ok(a) => {
+            tracing::debug!(entry, %arch, "no ptxas report: using the driver's function attributes");
+            Some(ResourceReport::from_driver(entry, arch, &a))
+        }
+        Err(e) => {
+            tracing::warn!(entry, %arch, error = %e, "no ptxas report and no driver attributes");
+            None
+        }
     }
 }
 
@@ -264,6 +427,52 @@ ptxas info    : Used 10 registers, used 0 barriers, 12 bytes frobnicators, 64 by
         assert_eq!(r.len(), 1);
         assert_eq!((r[0].registers, r[0].shared_bytes), (10, 64));
         assert!(parse_ptxas_log("", Arch::Sm120).is_empty());
+    }
+
+    #[test]
+    fn reports_from_both_sources_agree_on_shape() {
+        let u = &parse_ptxas_log(SM90A_SPILL_LOG, Arch::Sm90a)[0];
+        let p = ResourceReport::from_ptxas(u);
+        assert_eq!(p.source, ResourceSource::PtxasLog);
+        assert_eq!((p.registers, p.local_bytes, p.spills()), (32, 1056, Some(true)));
+        let a = rtx_runtime::FunctionAttributes {
+            num_regs: 32,
+            static_smem_bytes: 0,
+            local_bytes: 1056,
+            const_bytes: 0,
+            max_threads_per_block: 1024,
+            max_dynamic_smem_bytes: 0,
+            ptx_version: 90,
+            binary_version: 90,
+        };
+        let d = ResourceReport::from_driver("spiller", Arch::Sm90a, &a);
+        assert_eq!(d.source, ResourceSource::DriverAttributes);
+        assert_eq!((d.registers, d.local_bytes, d.shared_bytes), (32, 1056, 0));
+        assert_eq!(d.spills(), None, "local memory from the driver may be a local array");
+        assert!(d.uses_local_memory());
+        let clean = ResourceReport::from_driver(
+            "k",
+            Arch::Sm90a,
+            &rtx_runtime::FunctionAttributes { local_bytes: 0, ..a },
+        );
+        assert_eq!(clean.spills(), Some(false));
+        assert_eq!(
+            resource_report(&[], "spiller", Arch::Sm90a, None),
+            None,
+            "neither source"
+        );
+        assert_eq!(
+            resource_report(std::slice::from_ref(u), "spiller", Arch::Sm90a, None),
+            Some(p)
+        );
+        assert!(matches!(
+            ptxas_report_in(&[], "k", "some log"),
+            Err(MissingPtxasReport::NoPtxasLines { log_bytes: 8 })
+        ));
+        assert!(matches!(
+            ptxas_report_in(std::slice::from_ref(u), "other", SM90A_SPILL_LOG),
+            Err(MissingPtxasReport::NotReported { .. })
+        ));
     }
 
     proptest::proptest! {
