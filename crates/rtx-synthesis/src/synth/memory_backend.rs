@@ -24,7 +24,7 @@
 
 use super::backend::{compile_failure, lock, runtime_failure, wait_event, DeviceSource};
 use super::family::cap_evenly;
-use super::inputs::{decode_output, HostMatrix};
+use super::inputs::HostMatrix;
 use crate::aot::{CachedKernel, KernelCache};
 use crate::templates::elementwise::expr::{round_to, Node, UnaryOp};
 use crate::templates::elementwise::reference::eval_point;
@@ -99,14 +99,29 @@ pub trait MemoryOp: Template + Clone + 'static {
         outputs: &mut [DeviceBuffer],
     ) -> Result<(), LaunchError>;
 
-    /// Compares the decoded `outputs` with the f64 reference of `inputs` on sampled points or
+    /// Compares the downloaded `outputs` (read lazily: only sampled elements are widened) with the f64 reference of `inputs` on sampled points or
     /// rows chosen from `seed`; `rel_err` is the largest scaled error (infinite for a wrong
     /// NaN/Inf class), `bound` the template's tolerance.
-    fn compare_outputs(&self, problem: &Self::Problem, inputs: &[HostMatrix], outputs: &[Vec<f64>], seed: u64) -> VerifyReport;
+    fn compare_outputs(&self, problem: &Self::Problem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport;
 
     /// The bounded tuning space: a few dozen valid configs that cover the parameters that matter
     /// for bandwidth (access width, threads, loads in flight per thread, grid shape).
     fn tune_space(&self, problem: &Self::Problem, arch: Arch) -> Vec<Self::Config>;
+}
+
+/// Host values rounded to `dtype` in its device encoding (test and reference helper).
+pub fn host_from_f64(dtype: DType, vals: &[f64]) -> HostMatrix {
+    match dtype {
+        DType::Bf16 => HostMatrix::Half {
+            dtype,
+            bits: vals.iter().map(|v| half::bf16::from_f64(*v).to_bits()).collect(),
+        },
+        DType::F16 => HostMatrix::Half {
+            dtype,
+            bits: vals.iter().map(|v| half::f16::from_f64(*v).to_bits()).collect(),
+        },
+        DType::F32 | DType::Tf32 => HostMatrix::Single(vals.iter().map(|v| *v as f32).collect()),
+    }
 }
 
 /// Scaled error of one value: `|got - want| / max(|want|, floor)` with `want` rounded to
@@ -224,7 +239,7 @@ impl MemoryOp for ElementwiseTemplate {
         enqueue_elementwise(f, p, c, stream, &ins, &mut outs)
     }
 
-    fn compare_outputs(&self, p: &ElementwiseProblem, inputs: &[HostMatrix], outputs: &[Vec<f64>], seed: u64) -> VerifyReport {
+    fn compare_outputs(&self, p: &ElementwiseProblem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
         let g = &p.graph;
         let bound = graph_tolerance(g);
         let cols = p.cols as usize;
@@ -253,7 +268,8 @@ impl MemoryOp for ElementwiseTemplate {
             let rms = (finite.iter().map(|v| v * v).sum::<f64>() / finite.len().max(1) as f64).sqrt();
             let floor = 1e-2 * rms.max(1e-3);
             for (&(r, c), w) in points.iter().zip(&wants) {
-                let got = out.get(r * cols + c).copied().unwrap_or(f64::NAN);
+                let i = r * cols + c;
+                let got = if i < out.len() { out.at(i) } else { f64::NAN };
                 worst = worst.max(scaled_error(got, w[o], spec.dtype, floor));
             }
         }
@@ -353,7 +369,7 @@ impl MemoryOp for RowReduceTemplate {
         enqueue_rows(f, p, c, stream, bufs)
     }
 
-    fn compare_outputs(&self, p: &RowProblem, inputs: &[HostMatrix], outputs: &[Vec<f64>], seed: u64) -> VerifyReport {
+    fn compare_outputs(&self, p: &RowProblem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
         let bound = p.dtype.rel_tolerance();
         let fail = VerifyReport {
             rel_err: f64::INFINITY,
@@ -380,7 +396,7 @@ impl MemoryOp for RowReduceTemplate {
             if p.residual {
                 let Some(h) = h_out else { return fail };
                 for (c, want) in src.iter().enumerate() {
-                    let got = h.get(base + c).copied().unwrap_or(f64::NAN);
+                    let got = if base + c < h.len() { h.at(base + c) } else { f64::NAN };
                     worst = worst.max(scaled_error(got, *want, p.dtype, 1e-3));
                 }
             }
@@ -391,7 +407,7 @@ impl MemoryOp for RowReduceTemplate {
             };
             let floor = row_floor(p, &src, wmax);
             for (c, w) in want.iter().enumerate() {
-                let got = y.get(base + c).copied().unwrap_or(f64::NAN);
+                let got = if base + c < y.len() { y.at(base + c) } else { f64::NAN };
                 worst = worst.max(scaled_error(got, *w, p.dtype, floor));
             }
         }
@@ -485,7 +501,7 @@ impl<T: MemoryOp> MemoryOp for MemorySpace<T> {
     ) -> Result<(), LaunchError> {
         self.inner.enqueue(f, p, c, stream, inputs, outputs)
     }
-    fn compare_outputs(&self, p: &T::Problem, inputs: &[HostMatrix], outputs: &[Vec<f64>], seed: u64) -> VerifyReport {
+    fn compare_outputs(&self, p: &T::Problem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
         self.inner.compare_outputs(p, inputs, outputs, seed)
     }
     fn tune_space(&self, p: &T::Problem, arch: Arch) -> Vec<T::Config> {
@@ -745,9 +761,20 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
             g.sync(limit, f.name())?;
             let mut decoded = Vec::with_capacity(outputs.len());
             for (b, s) in outputs.iter().zip(&out_specs) {
-                let bytes: Vec<u8> = b.download(&g.stream).map_err(|e| runtime_failure("download", e))?;
-                let n = (s.elems as usize) * s.dtype.size_bytes();
-                decoded.push(decode_output(&bytes[..n.min(bytes.len())], s.dtype));
+                let n = s.elems as usize;
+                let fail = |e| runtime_failure("download", e);
+                decoded.push(match s.dtype.size_bytes() {
+                    2 => {
+                        let mut bits: Vec<u16> = b.download(&g.stream).map_err(fail)?;
+                        bits.truncate(n);
+                        HostMatrix::Half { dtype: s.dtype, bits }
+                    }
+                    _ => {
+                        let mut v: Vec<f32> = b.download(&g.stream).map_err(fail)?;
+                        v.truncate(n);
+                        HostMatrix::Single(v)
+                    }
+                });
             }
             let report = t.compare_outputs(p, &host, &decoded, seed);
             if !report.passed() {
@@ -866,12 +893,12 @@ mod tests {
                 y.push(round_to(DType::Bf16, eval_point(&p.graph, &x)[0]));
             }
         }
-        let ok = t.compare_outputs(&p, &host, &[y.clone()], 1);
+        let ok = t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1);
         assert!(ok.passed() && ok.rel_err == 0.0, "{ok:?}");
         y[3 * 40 + 2] += 1.0;
-        assert!(!t.compare_outputs(&p, &host, &[y.clone()], 1).passed());
+        assert!(!t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1).passed());
         y[3 * 40 + 2] = f64::NAN;
-        assert_eq!(t.compare_outputs(&p, &host, &[y], 1).rel_err, f64::INFINITY);
+        assert_eq!(t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1).rel_err, f64::INFINITY);
         assert!(!t.compare_outputs(&p, &host, &[], 1).passed());
     }
 
@@ -892,17 +919,20 @@ mod tests {
             let weight = p.op.has_weight().then(|| k.next().unwrap().as_slice());
             let bias = p.op.has_bias().then(|| k.next().unwrap().as_slice());
             let want = row_reduce_f64(&p, &RowInputs { x, residual, weight, bias }).unwrap();
-            let round = |v: &Vec<f64>| v.iter().map(|x| round_to(p.dtype, *x)).collect::<Vec<f64>>();
-            let mut got = vec![round(&want.y)];
-            if let Some(h) = &want.residual_out {
-                got.push(round(h));
-            }
-            assert_eq!(got.len(), outs.len());
-            let ok = t.compare_outputs(&p, &host, &got, 3);
+            let mut y = want.y.clone();
+            let enc = |y: &[f64]| {
+                let mut v = vec![host_from_f64(p.dtype, y)];
+                if let Some(h) = &want.residual_out {
+                    v.push(host_from_f64(p.dtype, h));
+                }
+                v
+            };
+            assert_eq!(enc(&y).len(), outs.len());
+            let ok = t.compare_outputs(&p, &host, &enc(&y), 3);
             assert!(ok.passed(), "{p:?}: {ok:?}");
             // Row 0 is always sampled.
-            got[0][1] += 0.5;
-            assert!(!t.compare_outputs(&p, &host, &got, 3).passed(), "{p:?}");
+            y[1] += 0.5;
+            assert!(!t.compare_outputs(&p, &host, &enc(&y), 3).passed(), "{p:?}");
         }
     }
 
