@@ -51,6 +51,14 @@ pub struct Cli {
     /// No progress bars on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// Memory suite: tune every memory-bound case in-process first (bounded space of a few
+    /// dozen configs, `--tune-budget-s` each) and store the winners in the tuning database;
+    /// without it the `rtx-tuned` rows serve what the database already holds.
+    #[arg(long)]
+    pub tune: bool,
+    /// Wall-clock budget of one in-run tuning, seconds (compiles included).
+    #[arg(long, default_value_t = 45.0)]
+    pub tune_budget_s: f64,
 }
 
 /// The parsed `--suite` list.
@@ -84,6 +92,9 @@ mod tests {
         assert_eq!(c.out, PathBuf::from(".bench-out"));
         assert_eq!(c.tolerance, 0.05);
         assert!(!c.quick && c.anchors.is_none() && c.gate.is_none());
+        assert!(!c.tune && c.tune_budget_s == 45.0);
+        let t = Cli::try_parse_from(["rtx-bench", "--tune", "--tune-budget-s", "20"]).unwrap();
+        assert!(t.tune && t.tune_budget_s == 20.0);
         let c = Cli::try_parse_from([
             "rtx-bench",
             "--suite",

@@ -305,6 +305,26 @@ pub struct Case {
     /// Free-form remark (what is measured, caveats).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Where a tuned row's config came from (memory suite `rtx-tuned` rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tuning: Option<TuningInfo>,
+}
+
+/// Provenance of a tuned row's config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TuningInfo {
+    /// `exact`, `nearest-bucket`, or `tuned` (tuned in this run, then served exactly).
+    pub source: String,
+    /// The served config, in its serde JSON form.
+    pub config: serde_json::Value,
+    /// The template's default config (the `untuned` baseline), in JSON form.
+    pub default_config: serde_json::Value,
+    /// Wall time of the in-run tuning (compiles included), seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tune_s: Option<f64>,
+    /// Configs measured by the in-run tuning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<usize>,
 }
 
 impl Case {
@@ -336,6 +356,7 @@ impl Case {
             anchor: None,
             compile: None,
             note: None,
+            tuning: None,
         }
     }
 

@@ -220,6 +220,8 @@ pub fn run(
         },
         compile_archs: compile_archs(gpu),
         show_progress: !cli.no_progress,
+        tune: (cli.tune && cli.tune_budget_s.is_finite() && cli.tune_budget_s > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(cli.tune_budget_s)),
     };
     let mut selected = cli.suites();
     if gpu.is_none() && !selected.contains(&SuiteId::Aot) {

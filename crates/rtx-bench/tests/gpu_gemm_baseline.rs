@@ -29,6 +29,7 @@ fn cublas_and_sample_results_are_verified() {
         registry: RegistryOptions::quick(),
         compile_archs: vec![gpu.arch],
         show_progress: false,
+        tune: None,
     };
     let mut problems = Vec::new();
     for d in DType::ALL {

@@ -15,6 +15,20 @@
 //! `--strategy exhaustive`). `--isolate` runs every candidate in worker processes (this binary's
 //! hidden `tune-worker` subcommand), so a faulting kernel cannot end the run.
 //!
+//! Memory-bound ops (bounded space of a few dozen configs, exhaustive by default, candidates
+//! verified against the f64 references on fresh inputs, timed with events + L2 flush):
+//!
+//! ```text
+//! rtx-tune softmax|layernorm|rmsnorm ROWSxCOLS --dtype bf16 [--affine] [--residual]
+//! rtx-tune chain8|gelu-affine|bias-gelu|silu-gate ROWSxCOLS --dtype bf16
+//!     [--strategy exhaustive|guided|random] [--count N] [--time-budget-s 60]
+//!     [--space-limit 48] [--db PATH] [--seed S] [--no-store]
+//! ```
+//!
+//! Prints the winner, its GB/s, the default config's time under the same protocol and the
+//! speedup. The row ops and chains are the memory suite's (LayerNorm eps 1e-5, RMSNorm 1e-6),
+//! so `rtx-bench`'s `rtx-tuned` rows serve what this stores.
+//!
 //! Exit codes: 0 success, 1 failure, 2 no CUDA GPU.
 
 use anyhow::{bail, Context, Result};
@@ -27,7 +41,12 @@ use rtx_synthesis::synth::{
     GemmSpec, StrategyKind, Synth, TuneRequest,
 };
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
+use rtx_bench::anchors::MemOp;
+use rtx_bench::suites::memory::fused::ChainKind;
+use rtx_bench::suites::memory::row_ops::{LN_EPS, RMS_EPS};
+use rtx_synthesis::templates::elementwise::ElementwiseProblem;
 use rtx_synthesis::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
+use rtx_synthesis::templates::reduce::RowProblem;
 use rtx_synthesis::tuner::{worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
 use rtx_synthesis::{Arch, DType};
 use std::path::PathBuf;
@@ -45,6 +64,23 @@ struct Cli {
 enum Cmd {
     /// Tune a GEMM: `rtx-tune gemm MxNxK --dtype bf16 --layout nn`.
     Gemm(GemmArgs),
+    /// Tune softmax over rows: `rtx-tune softmax 16384x3072 --dtype bf16`.
+    Softmax(MemArgs),
+    /// Tune LayerNorm over rows (`--affine`: weight and bias; `--residual`: fused residual add).
+    Layernorm(MemArgs),
+    /// Tune RMSNorm over rows (`--affine`: weight; `--residual`: fused residual add).
+    Rmsnorm(MemArgs),
+    /// Tune the fused 8-op chain: `rtx-tune chain8 32768x4096 --dtype bf16`.
+    Chain8(MemArgs),
+    /// Tune the fused `gelu(x*1.5+0.5)`.
+    #[command(name = "gelu-affine")]
+    GeluAffine(MemArgs),
+    /// Tune the fused `gelu_tanh(x + bias)`.
+    #[command(name = "bias-gelu")]
+    BiasGelu(MemArgs),
+    /// Tune the fused `x * silu(g)`.
+    #[command(name = "silu-gate")]
+    SiluGate(MemArgs),
     /// Worker process of `--isolate` (started by rtx-tune itself; speaks JSON lines on stdio).
     #[command(hide = true)]
     TuneWorker {
@@ -111,6 +147,62 @@ struct GemmArgs {
     no_store: bool,
 }
 
+#[derive(clap::Args)]
+struct MemArgs {
+    /// Shape as ROWSxCOLS, e.g. 16384x3072.
+    shape: String,
+    /// Storage dtype: bf16, f16, f32.
+    #[arg(long, default_value = "bf16")]
+    dtype: String,
+    /// Row ops: affine weight (and LayerNorm bias).
+    #[arg(long)]
+    affine: bool,
+    /// Row norms: fused residual add.
+    #[arg(long)]
+    residual: bool,
+    /// Search strategy: exhaustive (default: the space is small), guided, random.
+    #[arg(long, default_value = "exhaustive")]
+    strategy: String,
+    /// Measurement budget of guided/random as a count.
+    #[arg(long)]
+    count: Option<usize>,
+    /// Wall-clock budget of the search in seconds (compiles included).
+    #[arg(long, default_value_t = 60.0)]
+    time_budget_s: f64,
+    /// Configs in the searched space (spread evenly over the bounded space).
+    #[arg(long)]
+    space_limit: Option<usize>,
+    /// Tuning database path (default: $RTX_CACHE_DIR/tuning.db or the platform cache folder).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Seed of the strategy and the verification inputs.
+    #[arg(long, default_value_t = 0x5eed)]
+    seed: u64,
+    /// Do not store the winner in the tuning database.
+    #[arg(long)]
+    no_store: bool,
+}
+
+/// The memory-bound op of a subcommand.
+enum MemOpKind {
+    Row(MemOp),
+    Chain(ChainKind),
+}
+
+fn with_gpu(f: impl FnOnce() -> Result<()>) -> i32 {
+    if Device::count() == 0 {
+        eprintln!("no CUDA GPU: tuning needs one");
+        return 2;
+    }
+    match f() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("rtx-tune: {e:#}");
+            1
+        }
+    }
+}
+
 fn main() {
     // Logs go to stderr: a worker's stdout carries its protocol.
     tracing_subscriber::fmt()
@@ -132,6 +224,13 @@ fn main() {
                 }
             }
         }
+        Cmd::Softmax(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::Softmax), &a)),
+        Cmd::Layernorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::LayerNorm), &a)),
+        Cmd::Rmsnorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::RmsNorm), &a)),
+        Cmd::Chain8(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::Chain8), &a)),
+        Cmd::GeluAffine(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::GeluAffine), &a)),
+        Cmd::BiasGelu(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::BiasGelu), &a)),
+        Cmd::SiluGate(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::SiluGate), &a)),
         Cmd::TuneWorker {
             problem,
             arch,
@@ -324,6 +423,114 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
         let table = report.replay_table(&info.name, Some(report.default_config.clone()));
         table.save(path).with_context(|| format!("writing the fixture {}", path.display()))?;
         println!("fixture: {} ({} rows)", path.display(), table.configs.len());
+    }
+    Ok(())
+}
+
+/// Parses `ROWSxCOLS`.
+fn parse_rows_cols(s: &str) -> Result<(u32, u32)> {
+    let (r, c) = s
+        .split_once(['x', 'X'])
+        .with_context(|| format!("shape `{s}`: expected ROWSxCOLS"))?;
+    Ok((r.trim().parse().with_context(|| format!("rows in `{s}`"))?, c.trim().parse().with_context(|| format!("cols in `{s}`"))?))
+}
+
+fn tune_memory(kind: MemOpKind, args: &MemArgs) -> Result<()> {
+    let (rows, cols) = parse_rows_cols(&args.shape)?;
+    let dtype: DType = args.dtype.parse()?;
+    let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
+    if !(args.time_budget_s.is_finite() && args.time_budget_s > 0.0) {
+        bail!("--time-budget-s must be a positive number of seconds");
+    }
+    let device = Device::open(0).context("opening CUDA device 0")?;
+    let info = device.info().clone();
+    let synth = match &args.db {
+        Some(path) => Synth::with_db_path(&device, path)?,
+        None => Synth::new(&device)?,
+    };
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let show = |s: &ProgressSnapshot| {
+        bar.set_length(s.space as u64);
+        bar.set_position((s.measured + s.failed) as u64);
+        bar.set_message(format!(
+            "compiled {} | measured {} | failed {} | pruned {} | best {}",
+            s.compiled,
+            s.measured,
+            s.failed,
+            s.pruned,
+            fmt_us(s.best_us)
+        ));
+    };
+    let req = TuneRequest {
+        strategy,
+        budget: args.count.map_or(Budget::Fraction(1.0), Budget::Count),
+        time_budget: Duration::from_secs_f64(args.time_budget_s),
+        progress: Some(&show),
+        seed: args.seed,
+        space_limit: args.space_limit,
+        store: !args.no_store,
+        ..TuneRequest::default()
+    };
+    let started = Instant::now();
+    let result = match &kind {
+        MemOpKind::Row(op) => {
+            let p = match op {
+                MemOp::Softmax => RowProblem::softmax(rows, cols, dtype),
+                MemOp::LayerNorm => RowProblem::layernorm(rows, cols, dtype, args.affine, args.affine, LN_EPS),
+                MemOp::RmsNorm => RowProblem::rmsnorm(rows, cols, dtype, args.affine, RMS_EPS),
+                MemOp::GeluAffine | MemOp::Chain8 => bail!("not a row op"),
+            };
+            let p = if args.residual { p.with_residual() } else { p };
+            println!("rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}", op.anchor_name(), info.name, synth.arch());
+            synth.tune_rows(&p, &req)
+        }
+        MemOpKind::Chain(c) => {
+            let g = c.graph(dtype).map_err(|e| anyhow::anyhow!(e.message))?;
+            let p = ElementwiseProblem::new(g, rows, cols);
+            println!("rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}", c.name(), info.name, synth.arch());
+            synth.tune_elementwise(&p, &req)
+        }
+    };
+    let tuning = started.elapsed();
+    bar.finish_and_clear();
+    let report = result?;
+    let o = &report.outcome;
+    println!("op: {}", report.op);
+    println!(
+        "searched {} configs of {} ({}): {} measured, {} failed, {} pruned{}",
+        o.measured + o.failed,
+        o.space,
+        o.strategy,
+        o.measured,
+        o.failed,
+        o.pruned,
+        if o.stopped_by_time { "; stopped by the time budget" } else { "" }
+    );
+    let best_us = report.best_us().context("the winner has no timing")?;
+    let spread = o.best.final_stats().map_or(0.0, |s| s.rel_spread);
+    println!("winner ({} v{}): {}", report.template, report.template_version, o.best.config);
+    println!("  {:.1} us median (spread {:.1}%), {:.0} GB/s", best_us, spread * 100.0, report.gbps(best_us));
+    for (i, r) in o.ranked().iter().take(5).enumerate() {
+        println!("  #{} {} {}", i + 1, fmt_us(r.final_stats().map(|s| s.median_us)), r.config);
+    }
+    match report.default_us {
+        Some(d) => println!(
+            "default {}: {:.1} us, {:.0} GB/s; tuned / default speedup {:.3}x",
+            report.default_config,
+            d,
+            report.gbps(d),
+            d / best_us
+        ),
+        None => println!("default {}: not measured", report.default_config),
+    }
+    println!("tuning took {:.1} s (compiles included)", tuning.as_secs_f64());
+    if report.stored {
+        println!("stored in the tuning database");
     }
     Ok(())
 }

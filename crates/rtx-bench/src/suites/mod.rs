@@ -33,6 +33,10 @@ pub struct SuiteContext<'a> {
     pub compile_archs: Vec<Arch>,
     /// Draw progress bars.
     pub show_progress: bool,
+    /// Memory suite: tune the memory-bound cases in-process before timing their `rtx-tuned`
+    /// rows (`None`: serve the tuning database as it is); the value is the wall-clock budget of
+    /// one tuning run.
+    pub tune: Option<std::time::Duration>,
 }
 
 impl SuiteContext<'_> {

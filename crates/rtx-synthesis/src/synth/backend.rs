@@ -47,8 +47,8 @@ pub const CPU_SAMPLE: usize = 2048;
 /// Seed of the timing inputs (values do not matter for speed, but they are not all zero).
 const TIMING_SEED: u64 = 0x7133_5eed;
 
-/// Where the backend gets its device from.
-enum DeviceSource {
+/// Where a GPU backend gets its device from.
+pub(crate) enum DeviceSource {
     /// An already opened device.
     Open(Device),
     /// Open this ordinal on first GPU use.
@@ -88,7 +88,7 @@ pub struct GemmGpuBackend<F: GemmFamily> {
     _family: PhantomData<fn() -> F>,
 }
 
-fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -110,7 +110,7 @@ pub fn launch_failure(e: GemmLaunchError) -> CandidateError {
     }
 }
 
-fn compile_failure(e: CacheError) -> CandidateError {
+pub(crate) fn compile_failure(e: CacheError) -> CandidateError {
     CandidateError::Compile(e.to_string())
 }
 
@@ -267,7 +267,7 @@ fn upload(g: &GpuState, h: &HostMatrix) -> Result<DeviceBuffer, CandidateError> 
 }
 
 /// Waits for `ev` (already recorded) for at most `limit`.
-fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), CandidateError> {
+pub(crate) fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), CandidateError> {
     let t0 = Instant::now();
     loop {
         match ev.query() {
@@ -291,12 +291,19 @@ fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), CandidateEr
     }
 }
 
+impl DeviceSource {
+    /// The device: the opened one, or `Device::open` of the ordinal (a fault when it fails).
+    pub(crate) fn open(&self) -> Result<Device, CandidateError> {
+        match self {
+            DeviceSource::Open(d) => Ok(d.clone()),
+            DeviceSource::Ordinal(o) => Device::open(*o).map_err(|e| CandidateError::Fault(format!("opening CUDA device {o}: {e}"))),
+        }
+    }
+}
+
 impl GpuState {
     fn create(source: &DeviceSource) -> Result<GpuState, CandidateError> {
-        let device = match source {
-            DeviceSource::Open(d) => d.clone(),
-            DeviceSource::Ordinal(o) => Device::open(*o).map_err(|e| CandidateError::Fault(format!("opening CUDA device {o}: {e}")))?,
-        };
+        let device = source.open()?;
         let fail = |op: &str, e: RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
         let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
         let start = Event::new(&device).map_err(|e| fail("creating an event", e))?;

@@ -67,6 +67,9 @@ pub enum SynthError {
     /// Tuning produced no winner.
     #[error(transparent)]
     Tune(#[from] TuneError),
+    /// A memory-bound problem (elementwise graph, row op) is invalid.
+    #[error("invalid memory-bound problem: {0}")]
+    InvalidProblem(String),
     /// A measurement (e.g. the cuBLAS baseline) failed.
     #[error("measurement failed: {0}")]
     Measure(#[from] CandidateError),

@@ -21,6 +21,9 @@
 //! - [`backend`]: [`GemmGpuBackend`], the tuner's GPU backend.
 //! - [`buffers`]: [`GemmBuffers`] and launch-time size checks.
 //! - [`tune`](mod@tune): [`TuneRequest`], [`GemmTuneReport`].
+//! - [`memory`](mod@memory): tuning-database lookup and tuning of the memory-bound ops
+//!   ([`Synth::elementwise_config`], [`Synth::row_config`], [`Synth::tune_elementwise`],
+//!   [`Synth::tune_rows`]); [`memory_backend`]: [`MemoryGpuBackend`], [`MemorySpace`].
 //! - [`inputs`]: host-side random operands. [`error`]: [`SynthError`].
 
 pub mod backend;
@@ -29,6 +32,8 @@ pub mod error;
 pub mod family;
 pub mod gemm;
 pub mod inputs;
+pub mod memory;
+pub mod memory_backend;
 pub mod tune;
 
 pub use backend::GemmGpuBackend;
@@ -39,6 +44,8 @@ pub use gemm::{
     family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel,
     GemmSpec,
 };
+pub use memory::MemoryTuneReport;
+pub use memory_backend::{MemoryGpuBackend, MemoryOp, MemorySpace};
 pub use tune::{tflops, GemmTuneReport, StrategyKind, TuneRequest};
 
 use crate::aot::KernelCache;

@@ -8,7 +8,9 @@
 //! another GPU is re-tuned instead of served stale results (cubecl's name-only checksum,
 //! tvm#15549).
 
+use crate::templates::elementwise::{Broadcast, ElementwiseProblem};
 use crate::templates::gemm::{GemmProblem, Layout};
+use crate::templates::reduce::RowProblem;
 use crate::templates::{ConstraintViolation, Template};
 use crate::{Arch, DType};
 use serde::{Deserialize, Serialize};
@@ -63,6 +65,18 @@ impl fmt::Display for OpSignature {
 pub trait ProblemSignature {
     /// The problem's signature.
     fn signature(&self) -> OpSignature;
+
+    /// The problem whose default-config source fingerprints the template in a [`TuneKey`]
+    /// (`None`: this problem). A template whose default config depends on the shape (a row
+    /// kernel sizes its register cache by the row length) returns a canonical shape here, so
+    /// entries of one family share a fingerprint and the nearest-bucket lookup can borrow
+    /// across shapes; a template change still changes the canonical source.
+    fn fingerprint_problem(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
 }
 
 /// Largest power-of-two byte alignment (up to 16) that `elems * elem_bytes` has.
@@ -125,6 +139,79 @@ impl ProblemSignature for GemmProblem {
             shape: vec![self.m as u64, self.n as u64, self.k as u64, self.batch as u64],
             attrs,
         }
+    }
+}
+
+impl ProblemSignature for ElementwiseProblem {
+    /// `elementwise[<input dtypes>,<output dtypes>|<input broadcasts>|rows x cols]` with the
+    /// graph's fingerprint (ops, constants, broadcasting, dtypes), the row length's byte
+    /// alignment (the vector path needs `cols % vec == 0` when row/column vectors are read) and
+    /// the index width (64-bit from 2^31 elements on) as exact-match attributes.
+    fn signature(&self) -> OpSignature {
+        let g = &self.graph;
+        let narrow = g
+            .inputs
+            .iter()
+            .map(|i| i.dtype.size_bytes())
+            .chain(g.outputs.iter().map(|o| o.dtype.size_bytes()))
+            .min()
+            .unwrap_or(4);
+        let bcast = |b: Broadcast| match b {
+            Broadcast::Full => "full",
+            Broadcast::Row => "row",
+            Broadcast::Col => "col",
+            Broadcast::Scalar => "scalar",
+        };
+        let mut attrs = vec![
+            ("graph".to_string(), g.fingerprint().to_string()),
+            ("align_cols".to_string(), byte_alignment(self.cols as u64, narrow).to_string()),
+            ("index64".to_string(), self.needs_64bit_index().to_string()),
+        ];
+        attrs.sort();
+        OpSignature {
+            op: "elementwise".into(),
+            dtypes: g.inputs.iter().map(|i| i.dtype).chain(g.outputs.iter().map(|o| o.dtype)).collect(),
+            layouts: g.inputs.iter().map(|i| bcast(i.broadcast).to_string()).collect(),
+            shape: vec![self.rows as u64, self.cols as u64],
+            attrs,
+        }
+    }
+}
+
+/// Row length at which a row problem fingerprints its template (see
+/// [`ProblemSignature::fingerprint_problem`]).
+pub const ROW_FINGERPRINT_COLS: u32 = 4096;
+
+impl ProblemSignature for RowProblem {
+    /// `row_<op>[dtype|row|rows x cols]` with the affine parts, the fused residual and the row
+    /// length's byte alignment (the vector path needs `cols % vec == 0`) as exact-match
+    /// attributes; `eps` is a kernel argument and not part of the key.
+    fn signature(&self) -> OpSignature {
+        let mut attrs = vec![
+            ("weight".to_string(), self.op.has_weight().to_string()),
+            ("bias".to_string(), self.op.has_bias().to_string()),
+            ("residual".to_string(), self.residual.to_string()),
+            (
+                "align_cols".to_string(),
+                byte_alignment(self.cols as u64, self.dtype.size_bytes()).to_string(),
+            ),
+        ];
+        attrs.sort();
+        OpSignature {
+            op: format!("row_{}", self.op.name()),
+            dtypes: vec![self.dtype],
+            layouts: vec!["row".into()],
+            shape: vec![self.rows as u64, self.cols as u64],
+            attrs,
+        }
+    }
+
+    fn fingerprint_problem(&self) -> Option<RowProblem> {
+        Some(RowProblem {
+            rows: 1,
+            cols: ROW_FINGERPRINT_COLS,
+            ..*self
+        })
     }
 }
 
@@ -196,8 +283,10 @@ impl TuneKey {
     where
         T::Problem: ProblemSignature,
     {
-        let default = template.default_config(problem, arch);
-        let src = template.emit(problem, &default, arch)?;
+        let canonical = problem.fingerprint_problem();
+        let fp_problem = canonical.as_ref().unwrap_or(problem);
+        let default = template.default_config(fp_problem, arch);
+        let src = template.emit(fp_problem, &default, arch)?;
         Ok(TuneKey {
             op: problem.signature(),
             device: device.clone(),

@@ -9,6 +9,7 @@
 //! same logical bytes; its note gives the traffic it really moves).
 
 use super::row_ops::{runtime, scaled_error};
+use super::tuned::{describe, nothing_tuned, tuned_name, MemoryTuning};
 use super::{with_bytes, CaseError};
 use crate::gpu::Gpu;
 use crate::graphs::{self, eval_unfused_point, StepOperand, UnfusedStep};
@@ -53,6 +54,23 @@ impl ChainKind {
             ChainKind::BiasGelu => "bias+gelu",
             ChainKind::SiluGate => "silu-gate",
         }
+    }
+
+    /// Name of the `rtx-tune` subcommand that tunes this chain.
+    pub fn tune_name(self) -> &'static str {
+        match self {
+            ChainKind::GeluAffine => "gelu-affine",
+            ChainKind::Chain8 => "chain8",
+            ChainKind::BiasGelu => "bias-gelu",
+            ChainKind::SiluGate => "silu-gate",
+        }
+    }
+
+    /// The chain named by [`ChainKind::tune_name`].
+    pub fn from_tune_name(s: &str) -> Option<ChainKind> {
+        [ChainKind::GeluAffine, ChainKind::Chain8, ChainKind::BiasGelu, ChainKind::SiluGate]
+            .into_iter()
+            .find(|k| k.tune_name() == s)
     }
 
     /// The graph in `dtype`.
@@ -110,6 +128,11 @@ impl FusedCase {
 
     fn shape(&self) -> String {
         format!("{}x{}", self.rows, self.cols)
+    }
+
+    /// `rtx-tune` command that tunes this chain.
+    pub fn tune_command(&self) -> String {
+        format!("rtx-tune {} {}x{} --dtype {}", self.graph.tune_name(), self.rows, self.cols, self.dtype)
     }
 }
 
@@ -237,13 +260,16 @@ fn failed_row(
     c
 }
 
-/// Builds, verifies and times the fused kernel and the unfused chain (two rows: fused, unfused).
+/// Builds, verifies and times the fused kernel and the unfused chain (two rows: fused, unfused)
+/// and, with a tuning database, the fused kernel at the config it serves (a third row,
+/// `rtx-tuned ...`, whose untuned baseline is the fused default row).
 pub fn run(
     gpu: &Gpu,
     timer: &mut Timer<'_>,
     timing: &TimingConfig,
     fc: &FusedCase,
     copy_gbps: Option<f64>,
+    tuning: Option<&MemoryTuning>,
 ) -> Result<Vec<Case>, CaseError> {
     let g = fc.graph.graph(fc.dtype)?;
     let t = ElementwiseTemplate;
@@ -369,8 +395,52 @@ pub fn run(
             c
         }
     };
+    let fused_us = fused_case.median_us.filter(|_| fused_case.is_measured());
     rows.push(fused_case);
     rows.push(unfused_case);
+    if let Some(tn) = tuning {
+        let name = tuned_name(&fc.fused_name());
+        let row = match tn.elementwise(gpu, &problem) {
+            Ok(Some(tuned)) => {
+                let run_tuned = |timer: &mut Timer<'_>, out: &mut DeviceBuffer| -> Result<Case, CaseError> {
+                    let k = ElementwiseKernel::build(&gpu.device, &problem, &tuned.config)?;
+                    let launch = |st: &Stream, out: &mut DeviceBuffer| -> Result<(), RuntimeError> {
+                        let ins: Vec<DeviceSlice<'_>> = dev_in.iter().map(DeviceSlice::whole).collect();
+                        k.launch(st, &ins, &mut [DeviceSliceMut::whole(out)]).map_err(runtime)
+                    };
+                    out.fill_u8(0xFF, &gpu.stream)?;
+                    launch(&gpu.stream, out)?;
+                    gpu.stream.synchronize()?;
+                    let got = HostMatrix::download(out_dtype, out, &gpu.stream)?;
+                    let (v, bad) = verify_points(&g, &host_in, &got, fc.cols, &points, tol, &|x| eval_point(&g, x)[0]);
+                    drop(got);
+                    if let Some(bad) = bad {
+                        return Ok(failed_row(fc.suite, name.clone(), fc.shape(), fc.dtype, v, &bad));
+                    }
+                    let s = timer.time(timing, |st, _| launch(st, out))?;
+                    let mut c = Case::measured(fc.suite, name.clone(), fc.shape(), Clock::Gpu, &s)
+                        .with_dtype(fc.dtype.name())
+                        .with_note(format!(
+                            "elementwise template, {} ops fused, {}; bytes = each input read once + output written once",
+                            g.op_count(),
+                            describe(&tuned.info)
+                        ));
+                    c = with_bytes(c, bytes, copy_gbps);
+                    c.verified = Some(v);
+                    c.anchor = fc.anchor.clone();
+                    if let Some(d) = fused_us {
+                        c.baselines.untuned = c.measured_baseline(d);
+                    }
+                    c.tuning = Some(tuned.info.clone());
+                    Ok(c)
+                };
+                run_tuned(timer, &mut out)?
+            }
+            Ok(None) => Case::not_available(fc.suite, name, fc.shape(), nothing_tuned(&fc.tune_command())).with_dtype(fc.dtype.name()),
+            Err(e) => Case::failed(fc.suite, name, fc.shape(), Clock::Gpu, e).with_dtype(fc.dtype.name()),
+        };
+        rows.push(row);
+    }
     Ok(rows)
 }
 

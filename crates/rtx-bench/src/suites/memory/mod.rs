@@ -3,12 +3,17 @@
 //! elementwise chains against our own unfused one-kernel-per-op version ([`fused`]), each
 //! verified against the templates' f64 references on sampled rows / points before it is timed.
 //!
+//! With a tuning database every case gets an `rtx-tuned` row too ([`tuned`]): the config the
+//! database serves (exact entry or nearest tuned shape; `--tune` tunes it in-process first),
+//! verified and timed like the default row, with the default row as its `untuned` baseline.
+//!
 //! Bytes are counted as every input read once and every output written once (for the unfused
 //! chain too: the same logical traffic, so its GB/s is comparable); `throughput.copy_fraction`
 //! is the achieved GB/s over the copy bandwidth of the same run.
 
 pub mod fused;
 pub mod row_ops;
+pub mod tuned;
 
 use super::{Suite, SuiteContext, SuiteError};
 use crate::anchors::{copy_key, mem_key, MemOp};
@@ -222,13 +227,14 @@ pub fn run_cases(
         Ok(t) => t,
         Err(e) => return Err(format!("timer: {e}")),
     };
+    let tuning = (suite == SuiteId::Memory).then(|| tuned::MemoryTuning::new(gpu, ctx.tune, ctx.quick));
     let bar = ctx.progress(label, cases.len() as u64);
     for c in cases {
         let what = c.what();
         bar.running(&what);
         let r = match c {
-            MemCase::Row(r) => row_ops::run(gpu, &mut timer, &ctx.timing, r, copy_gbps),
-            MemCase::Fused(f) => fused::run(gpu, &mut timer, &ctx.timing, f, copy_gbps),
+            MemCase::Row(r) => row_ops::run(gpu, &mut timer, &ctx.timing, r, copy_gbps, tuning.as_ref()),
+            MemCase::Fused(f) => fused::run(gpu, &mut timer, &ctx.timing, f, copy_gbps, tuning.as_ref()),
         };
         bar.done(&what);
         match r {

@@ -3,10 +3,11 @@
 //! then timed (L2 flushed between runs). The ops match the anchors script: no affine weight
 //! or bias (`F.layer_norm(a, (cols,))`, `F.rms_norm(a, (cols,))`, `torch.softmax(a, -1)`).
 
+use super::tuned::{describe, nothing_tuned, tuned_name, MemoryTuning};
 use super::{with_bytes, CaseError};
 use crate::anchors::{mem_key, MemOp};
 use crate::gpu::Gpu;
-use crate::report::{Case, Clock, Verified};
+use crate::report::{Case, Clock, TuningInfo, Verified};
 use crate::suite_id::SuiteId;
 use crate::suites::gemm::host_matrix::HostMatrix;
 use crate::timing::{Timer, TimingConfig};
@@ -17,7 +18,7 @@ use rtx_synthesis::templates::elementwise::expr::round_to;
 use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut, LaunchError};
 use rtx_synthesis::templates::reduce::reference::{layernorm_row, rmsnorm_row, softmax_row};
 use rtx_synthesis::templates::reduce::{
-    RowBuffers, RowProblem, RowReduceKernel, RowReduceTemplate,
+    RowBuffers, RowConfig, RowProblem, RowReduceKernel, RowReduceTemplate,
 };
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::DType;
@@ -152,22 +153,65 @@ pub fn verify(
     (Verified::new(worst, tol), first_bad)
 }
 
-/// Builds, verifies and times one row case (one row in the report).
+/// `rtx-tune` command that tunes this case.
+pub fn tune_command(rc: &RowCase) -> String {
+    format!("rtx-tune {} {}x{} --dtype {}", rc.op.anchor_name(), rc.rows, rc.cols, rc.dtype)
+}
+
+/// Builds, verifies and times one row case at the template's default config and, with a
+/// tuning database, at the config it serves (`rtx-tuned` row: untuned baseline = the default
+/// row, ratio = default time / tuned time).
 pub fn run(
     gpu: &Gpu,
     timer: &mut Timer<'_>,
     timing: &TimingConfig,
     rc: &RowCase,
     copy_gbps: Option<f64>,
+    tuning: Option<&MemoryTuning>,
 ) -> Result<Vec<Case>, CaseError> {
-    let name = rc.name();
+    let p = rc.problem()?;
+    let default = RowReduceTemplate.default_config(&p, gpu.arch);
+    let base = run_config(gpu, timer, timing, rc, &default, rc.name(), None, copy_gbps)?;
+    let default_us = base.median_us.filter(|_| base.is_measured());
+    let mut rows = vec![base];
+    if let Some(tn) = tuning {
+        let name = tuned_name(&rc.name());
+        let shape = format!("{}x{}", rc.rows, rc.cols);
+        let row = match tn.row(gpu, &p) {
+            Ok(Some(t)) => {
+                let mut c = run_config(gpu, timer, timing, rc, &t.config, name, Some(&t.info), copy_gbps)?;
+                if let Some(d) = default_us {
+                    c.baselines.untuned = c.measured_baseline(d);
+                }
+                c.tuning = Some(t.info);
+                c
+            }
+            Ok(None) => Case::not_available(SuiteId::Memory, name, shape, nothing_tuned(&tune_command(rc))).with_dtype(rc.dtype.name()),
+            Err(e) => Case::failed(SuiteId::Memory, name, shape, Clock::Gpu, e).with_dtype(rc.dtype.name()),
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// Builds, verifies and times one row case at `config` (one row in the report).
+#[allow(clippy::too_many_arguments)]
+pub fn run_config(
+    gpu: &Gpu,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    rc: &RowCase,
+    config: &RowConfig,
+    name: String,
+    tuned: Option<&TuningInfo>,
+    copy_gbps: Option<f64>,
+) -> Result<Case, CaseError> {
     let shape = format!("{}x{}", rc.rows, rc.cols);
     let p = rc.problem()?;
     let t = RowReduceTemplate;
-    let config = t.default_config(&p, gpu.arch);
-    t.check(&p, &config, gpu.arch)
-        .map_err(|e| CaseError::msg(format!("default config: {e}")))?;
-    let kernel = RowReduceKernel::build(&gpu.device, &p, &config)?;
+    t.check(&p, config, gpu.arch)
+        .map_err(|e| CaseError::msg(format!("config {config:?}: {e}")))?;
+    let kernel = RowReduceKernel::build(&gpu.device, &p, config)?;
     let n = rc.rows as usize * rc.cols as usize;
     let mut rng = SmallRng::seed_from_u64(crate::env_info::now_unix() ^ n as u64);
     let hx = HostMatrix::random(rc.dtype, n, &mut rng);
@@ -205,21 +249,24 @@ pub fn run(
         )
         .with_dtype(rc.dtype.name());
         c.verified = Some(verified);
-        return Ok(vec![c]);
+        return Ok(c);
     }
     let s = timer.time(timing, |st, _| launch(st, &mut yb))?;
+    let what = match tuned {
+        Some(info) => describe(info),
+        None => format!("default config {config:?}"),
+    };
     let mut c = Case::measured(SuiteId::Memory, name, shape, Clock::Gpu, &s)
         .with_dtype(rc.dtype.name())
         .with_note(format!(
-            "{} default config {:?}; bytes = x read + y written; checked {} sampled rows vs f64",
+            "{} {what}; bytes = x read + y written; checked {} sampled rows vs f64",
             t.name(),
-            config,
             SAMPLE_ROWS.min(rc.rows as usize)
         ));
     c = with_bytes(c, p.bytes_moved(), copy_gbps);
     c.verified = Some(verified);
     c.anchor = anchor;
-    Ok(vec![c])
+    Ok(c)
 }
 
 #[cfg(test)]

@@ -269,6 +269,23 @@ impl ElementwiseKernel {
         outputs: &mut [DeviceSliceMut<'_>],
         problem: &ElementwiseProblem,
     ) -> Result<(), LaunchError> {
+        enqueue_elementwise(&self.kernel.function, problem, &self.config, stream, inputs, outputs)
+    }
+}
+
+/// Launches `function` (compiled from [`ElementwiseTemplate::emit`] for `problem`'s graph and
+/// `config`, at any shape with the same index width) over `problem`'s shape on `stream`,
+/// without synchronizing: checks the tensor counts and that every buffer holds the bytes the
+/// kernel touches first.
+pub fn enqueue_elementwise(
+    function: &Function,
+    problem: &ElementwiseProblem,
+    config: &ElementwiseConfig,
+    stream: &Stream,
+    inputs: &[DeviceSlice<'_>],
+    outputs: &mut [DeviceSliceMut<'_>],
+) -> Result<(), LaunchError> {
+    {
         let g = &problem.graph;
         if inputs.len() != g.inputs.len() {
             return Err(LaunchError::Arity {
@@ -302,12 +319,12 @@ impl ElementwiseKernel {
             args.u64(s.ptr());
         }
         args.u32(problem.rows).u32(problem.cols);
-        let cfg = launch_config(&ElementwiseTemplate.launch(problem, &self.config));
+        let cfg = launch_config(&ElementwiseTemplate.launch(problem, config));
         // SAFETY: the arguments follow the kernel's signature (pointers per input and output,
         // then rows and cols as u32), and every buffer was checked above to hold all bytes the
         // kernel touches; the borrows keep them alive for the call; the caller must not free or
         // reuse them on another stream before `stream` has run the launch.
-        unsafe { self.kernel.function.launch(stream, &cfg, &mut args)? };
+        unsafe { function.launch(stream, &cfg, &mut args)? };
         Ok(())
     }
 }

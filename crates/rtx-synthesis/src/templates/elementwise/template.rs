@@ -93,22 +93,24 @@ impl ElementwiseTemplate {
         }
     }
 
-    /// Floats each thread keeps live across a tile (all loads in flight at once).
+    /// 32-bit registers each thread keeps live across a tile: every load of the tile is in
+    /// flight at once in its storage form (a 16-byte access of 16-bit values is 4 registers, not
+    /// 8: the widening to f32 happens at the use), plus the `vec` f32 results per output.
     pub fn live_floats(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
-        let vec_inputs = problem
+        let vec_words: u32 = problem
             .graph
             .inputs
             .iter()
             .filter(|i| matches!(i.broadcast, Broadcast::Full | Broadcast::Row))
-            .count() as u32;
+            .map(|i| (config.vec * i.dtype.size_bytes() as u32).div_ceil(4))
+            .sum();
         let col_inputs = problem
             .graph
             .inputs
             .iter()
             .filter(|i| i.broadcast == Broadcast::Col)
             .count() as u32;
-        config.unroll * (config.vec * vec_inputs + col_inputs)
-            + config.vec * problem.graph.outputs.len() as u32
+        config.unroll * (vec_words + col_inputs) + config.vec * problem.graph.outputs.len() as u32
     }
 
     /// Estimated registers per thread (live floats plus overhead, rounded up to 8).
@@ -386,7 +388,8 @@ impl Template for ElementwiseTemplate {
 
     fn version(&self) -> u32 {
         // 2: SFU tanh/exp for bf16-output graphs.
-        2
+        // 3: register estimate counts 16-bit loads in storage form (higher MIN_BLOCKS).
+        3
     }
 
     fn space(&self, _problem: &ElementwiseProblem, arch: Arch) -> Vec<ElementwiseConfig> {

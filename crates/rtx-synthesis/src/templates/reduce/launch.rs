@@ -7,7 +7,7 @@ use crate::templates::elementwise::launch::{
     device_arch, launch_config, need, DeviceSlice, DeviceSliceMut, LaunchError, LoadedKernel,
 };
 use crate::templates::{LaunchDims, Template};
-use rtx_runtime::{Device, KernelArgs, Stream};
+use rtx_runtime::{Device, Function, KernelArgs, Stream};
 
 /// The tensors of one row-kernel launch (the ones the problem does not use must be `None`).
 #[derive(Debug)]
@@ -84,13 +84,29 @@ impl RowReduceKernel {
             cols,
             ..self.problem
         };
+        enqueue_rows(&self.kernel.function, &p, &self.config, stream, bufs)
+    }
+}
+
+/// Launches `function` (compiled from [`RowReduceTemplate::emit`] for `p`'s op, dtype and fused
+/// parts with `config`) over `p`'s shape on `stream`, without synchronizing: checks the shape
+/// against the config and that every buffer holds the bytes the kernel touches first.
+pub fn enqueue_rows(
+    function: &Function,
+    p: &RowProblem,
+    config: &RowConfig,
+    stream: &Stream,
+    bufs: RowBuffers<'_>,
+) -> Result<(), LaunchError> {
+    let (rows, cols) = (p.rows, p.cols);
+    {
         p.validate().map_err(|e| LaunchError::Shape {
             rows,
             cols,
             reason: e.what,
         })?;
         if let (RowStrategy::Registers { .. }, Some(cap)) =
-            (self.config.strategy, self.config.capacity())
+            (config.strategy, config.capacity())
         {
             if cols as u64 > cap {
                 return Err(LaunchError::Shape {
@@ -98,7 +114,7 @@ impl RowReduceKernel {
                     cols,
                     reason: format!(
                         "longer than the register capacity {cap} of {:?}",
-                        self.config
+                        config
                     ),
                 });
             }
@@ -157,12 +173,12 @@ impl RowReduceKernel {
         if p.op.is_norm() {
             args.f32(p.eps);
         }
-        let cfg = launch_config(&self.dims(rows));
+        let cfg = launch_config(&RowReduceTemplate.launch(p, config));
         // SAFETY: the arguments follow the kernel signature (tensor pointers in the order of
         // `RowProblem::tensors`, then rows, cols and, for norms, eps); every buffer holds the
         // bytes the kernel touches (checked above) and is borrowed for the call; the caller must
         // not free or reuse them on another stream before `stream` has run the launch.
-        unsafe { self.kernel.function.launch(stream, &cfg, &mut args)? };
+        unsafe { function.launch(stream, &cfg, &mut args)? };
         Ok(())
     }
 }

@@ -17,6 +17,6 @@ pub mod reference;
 pub mod template;
 
 pub use config::{RowConfig, RowStrategy};
-pub use launch::{RowBuffers, RowReduceKernel};
+pub use launch::{enqueue_rows, RowBuffers, RowReduceKernel};
 pub use problem::{RowOp, RowProblem, RowProblemError};
 pub use template::RowReduceTemplate;
