@@ -130,6 +130,22 @@ impl DeviceBuffer {
         raw::memset_d8_async(self.ptr(), byte, self.len(), stream.raw())
     }
 
+    /// Sets `len` bytes from `offset` to `byte` on `stream` (asynchronous); a range past the end
+    /// of the buffer is refused with a typed error naming it.
+    pub fn fill_range_u8(&mut self, offset: usize, len: usize, byte: u8, stream: &Stream) -> Result<(), RuntimeError> {
+        if offset.checked_add(len).is_none_or(|end| end > self.len()) {
+            return Err(RuntimeError::InvalidArgument {
+                op: "DeviceBuffer::fill_range_u8",
+                reason: format!("range {offset}..{offset}+{len} is outside a buffer of {} bytes", self.len()),
+            });
+        }
+        self.same_device(stream, "DeviceBuffer::fill_range_u8")?;
+        if len == 0 {
+            return Ok(());
+        }
+        raw::memset_d8_async(self.ptr() + offset as u64, byte, len, stream.raw())
+    }
+
     /// Copies all of `src` to the start of this buffer on `stream` (asynchronous).
     pub fn copy_from(&mut self, src: &DeviceBuffer, stream: &Stream) -> Result<(), RuntimeError> {
         if src.len() > self.len() {

@@ -53,7 +53,8 @@ impl GemmFamily for WgmmaGemm {
             let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
             return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
         }
-        with_stream_workspace(stream, need, |ws| {
+        let counters = c.workspace_partial_bytes(p.m, p.n, p.batch)..need;
+        with_stream_workspace(stream, need, counters, |ws| {
             let mut wb = WgmmaBuffers {
                 a: bufs.a,
                 b: bufs.b,
@@ -88,7 +89,7 @@ impl GemmFamily for MmaGemm {
         if need == 0 {
             return launch_abi(f, dims, p, bufs, &[], stream);
         }
-        with_stream_workspace(stream, need, |ws| {
+        with_stream_workspace(stream, need, 0..MmaGemm::counter_bytes(p, c), |ws| {
             launch_abi(f, dims, p, bufs, &[ExtraArg::Buffer(&*ws)], stream)
         })
     }
@@ -176,37 +177,52 @@ fn abi_error(e: AbiLaunchError) -> GemmLaunchError {
     }
 }
 
-/// Runs `f` with this stream's split-K workspace of at least `need` bytes. Workspaces are kept
-/// per stream (keyed by [`Stream::id`]) and zeroed once when (re)allocated; every split-K launch
-/// of the wgmma and mma families leaves its counters zero again, so launches in stream order may
-/// share one.
+/// Runs `f` with this stream's split-K workspace of at least `need` bytes, whose bytes
+/// `counters` (the launch's arrival counters) are zero when `f` runs.
+///
+/// Workspaces are kept per stream (keyed by [`Stream::id`]) and shared by every split-K launch
+/// on it. A completed launch leaves its own counters zero, but the counters of one config or
+/// problem can lie where another wrote its f32 partials (the wgmma family puts the counters
+/// after the partials, the mma family before them, both at config-dependent offsets), so the
+/// counter range is zeroed on the stream (a memset ordered before the launch) whenever it differs
+/// from the previous launch's on this workspace.
 fn with_stream_workspace<R>(
     stream: &Stream,
     need: u64,
+    counters: std::ops::Range<u64>,
     f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
 ) -> Result<R, GemmLaunchError> {
     let mut pool = split_k_workspaces()
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     let key = stream.id();
-    if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
+    if pool.get(&key).is_none_or(|w| (w.buffer.len() as u64) < need) {
         pool.remove(&key);
-        let mut w = stream.device().alloc(need as usize, stream)?;
-        w.fill_u8(0, stream)?;
-        pool.insert(key, w);
+        let mut buffer = stream.device().alloc(need as usize, stream)?;
+        buffer.fill_u8(0, stream)?;
+        pool.insert(key, StreamWorkspace { buffer, last_counters: None });
     }
     let ws = pool
         .get_mut(&key)
         .ok_or_else(|| GemmLaunchError::Other("split-K workspace vanished".into()))?;
-    f(ws)
+    if ws.last_counters.as_ref() != Some(&counters) {
+        let len = counters.end.saturating_sub(counters.start);
+        ws.buffer.fill_range_u8(counters.start as usize, len as usize, 0, stream)?;
+        ws.last_counters = Some(counters);
+    }
+    f(&mut ws.buffer)
+}
+
+/// One stream's split-K workspace and the counter range its last launch used (left zero).
+struct StreamWorkspace {
+    buffer: rtx_runtime::DeviceBuffer,
+    last_counters: Option<std::ops::Range<u64>>,
 }
 
 /// Split-K workspaces of the wgmma and mma families, one per stream (keyed by [`Stream::id`]).
-fn split_k_workspaces(
-) -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
-    static POOL: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>,
-    > = std::sync::OnceLock::new();
+fn split_k_workspaces() -> &'static std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>>> =
+        std::sync::OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 
