@@ -285,3 +285,34 @@ fn isolated_tuning_measures_in_worker_processes() {
     assert!(!report.stored);
     eprintln!("SYNTH isolated: {w:?}, best {:.1} us", report.best_us().unwrap_or(f64::NAN));
 }
+
+/// Split-K configs of different tile shapes verified one after another through the family's
+/// launch path share one per-stream workspace: each must still match the reference (before the
+/// counter-range reset, a config's counters could sit on the previous config's f32 partials and
+/// every later split-K candidate failed with an infinite error).
+#[test]
+fn split_k_configs_share_the_stream_workspace_and_stay_correct() {
+    use rtx_synthesis::templates::Template;
+    use rtx_synthesis::tuner::{TuneBackend, TuneTask};
+    let test = "split_k_configs_share_the_stream_workspace_and_stay_correct";
+    let Some(dev) = device_or_skip(test) else { return };
+    if dev.info().compute_capability != (9, 0) {
+        eprintln!("SKIP {test}: the wgmma family needs sm_90a");
+        return;
+    }
+    let template = WgmmaGemm::for_device(dev.info());
+    let p = GemmProblem::new(512, 384, 4096, DType::Bf16, Layout::Row, Layout::Row);
+    let mut configs: Vec<_> = template.valid_space(&p, rtx_synthesis::Arch::Sm90a).into_iter().filter(|c| c.split_k > 1).collect();
+    // Different (bm, bn, split_k) give different partial sizes and counter offsets.
+    configs.sort_by_key(|c| (c.split_k, c.bm, c.bn, c.consumers, c.stages));
+    configs.dedup_by_key(|c| (c.split_k, c.bm, c.bn));
+    assert!(configs.len() >= 3, "want several split-K layouts, got {}", configs.len());
+    let backend = GemmGpuBackend::<WgmmaGemm>::with_device(dev, Arc::new(KernelCache::open_default().expect("cache")));
+    let task = TuneTask { template: &template, problem: &p, arch: rtx_synthesis::Arch::Sm90a };
+    for (i, c) in configs.iter().enumerate() {
+        backend.compile(&task, c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+        let r = backend.verify(&task, c, 0x5011 + i as u64).unwrap_or_else(|e| panic!("config {i} {c:?}: {e}"));
+        assert!(r.passed(), "config {i} {c:?}: rel error {:e} > {:e}", r.rel_err, r.bound);
+    }
+    eprintln!("SYNTH split-K: {} layouts verified in turn on one stream", configs.len());
+}
