@@ -11,30 +11,11 @@
 //! Hence S = Q K^T's accumulators of key tiles 2k and 2k+1 are, packed pairwise to 16 bits,
 //! exactly the A fragment of P for key slice k of P V (no shared-memory round trip).
 
-/// The helpers and the kernel body after the signature.
-pub const ATTN_HELPERS: &str = r#"
-constexpr int THREADS = WARPS * 32;
-constexpr int WROWS = BM / WARPS;        // query rows per warp
-constexpr int MT = WROWS / 16;           // 16-row mma tiles per warp
-constexpr int NT = BN / 8;               // 8-key accumulator tiles of S
-constexpr int DT = D / 8;                // 8-column accumulator tiles of O
-constexpr int KQ = D / 16;               // k16 steps of Q K^T
-constexpr int KP = BN / 16;              // k16 steps of P V
-constexpr int CPR = D / 8;               // 16-byte chunks per row
-constexpr bool Q_REGS = MT == 1;
-static_assert(WROWS == 16 || WROWS == 32, "rows per warp");
-static_assert(BN % 16 == 0 && D % 16 == 0, "tile shape");
-static_assert((BN * CPR) % THREADS == 0 && (BM * CPR) % THREADS == 0 && THREADS % CPR == 0, "tile split");
-
-#define ATTN_NEG_INF __uint_as_float(0xff800000u)
-
+/// The hardware primitives (inline PTX: shared addresses, `cp.async`, `ldmatrix`, `mma.sync`,
+/// `ex2.approx`), emitted as one block so a host emulation can substitute exactly this text.
+pub const ATTN_PRIMITIVES: &str = r#"
 __device__ __forceinline__ unsigned attn_smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-// Element offset of (r, c) in a [rows][D] tile: 16-byte chunks XOR-swizzled by r % 8, so the
-// 8 rows of one ldmatrix phase (same logical chunk) hit 8 distinct bank groups.
-__device__ __forceinline__ int attn_soff(int r, int c) {
-  return r * D + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
 }
 __device__ __forceinline__ void attn_cp_async16(unsigned dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -63,6 +44,33 @@ __device__ __forceinline__ void attn_mma(float (&d)[4], const unsigned (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 }
+__device__ __forceinline__ float attn_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+"#;
+
+/// The helpers after the primitives (tile constants, conversion, tile loader).
+pub const ATTN_HELPERS: &str = r#"
+constexpr int THREADS = WARPS * 32;
+constexpr int WROWS = BM / WARPS;        // query rows per warp
+constexpr int MT = WROWS / 16;           // 16-row mma tiles per warp
+constexpr int NT = BN / 8;               // 8-key accumulator tiles of S
+constexpr int DT = D / 8;                // 8-column accumulator tiles of O
+constexpr int KQ = D / 16;               // k16 steps of Q K^T
+constexpr int KP = BN / 16;              // k16 steps of P V
+constexpr int CPR = D / 8;               // 16-byte chunks per row
+constexpr bool Q_REGS = MT == 1;
+static_assert(WROWS == 16 || WROWS == 32, "rows per warp");
+static_assert(BN % 16 == 0 && D % 16 == 0, "tile shape");
+static_assert((BN * CPR) % THREADS == 0 && (BM * CPR) % THREADS == 0 && THREADS % CPR == 0, "tile split");
+
+// Element offset of (r, c) in a [rows][D] tile: 16-byte chunks XOR-swizzled by r % 8, so the
+// 8 rows of one ldmatrix phase (same logical chunk) hit 8 distinct bank groups.
+__device__ __forceinline__ int attn_soff(int r, int c) {
+  return r * D + ((((c >> 3) ^ (r & 7))) << 3) + (c & 7);
+}
 // Two f32 -> one register of two 16-bit values, `lo` in the low half (the lower column).
 __device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
   if constexpr (KIND == 0) {
@@ -73,12 +81,6 @@ __device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&h);
   }
 }
-__device__ __forceinline__ float attn_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // ROWS x D tile of a head (rows row0.., valid rows < lim) -> swizzled shared memory via 16-byte
 // cp.async; rows past lim are zero-filled (so masked keys multiply zeros, never garbage).
 template <int ROWS>
@@ -118,7 +120,7 @@ K += bh * seq_k * D;
 V += bh * seq_k * D;
 const int wrow = warp * WROWS;  // first row of this warp inside the block tile
 int n_end = seq_k;
-if constexpr (CAUSAL) n_end = min(seq_k, m0 + BM);
+if constexpr (CAUSAL) n_end = seq_k < m0 + BM ? seq_k : m0 + BM;
 const int ntiles = (n_end + BN - 1) / BN;
 
 // Prologue: group 0 = Q + K tile 0, group 1 = V tile 0.

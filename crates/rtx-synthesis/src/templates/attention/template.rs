@@ -23,7 +23,7 @@
 //! float scale_log2)` with `scale_log2 = scale * log2(e)`; every base pointer 16-byte aligned.
 
 use super::config::AttentionConfig;
-use super::device::{ATTN_BODY, ATTN_HELPERS};
+use super::device::{ATTN_BODY, ATTN_HELPERS, ATTN_PRIMITIVES};
 use super::problem::AttentionProblem;
 use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
@@ -174,6 +174,8 @@ impl Template for AttentionTemplate {
         w.constant("int", "WARPS", c.warps);
         w.constant("int", "STAGES", c.stages);
         w.constant("bool", "CAUSAL", problem.causal);
+        w.line("#define ATTN_NEG_INF __uint_as_float(0xff800000u)");
+        w.lines(ATTN_PRIMITIVES);
         w.lines(ATTN_HELPERS);
         w.line(format!("extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(", c.threads()));
         w.line("    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O,");
