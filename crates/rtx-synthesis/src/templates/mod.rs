@@ -4,6 +4,7 @@
 //! template's declared constraints (architecture, dtype, alignment, shared-memory and register
 //! budgets) before any code is generated, so an invalid config never reaches NVRTC.
 
+pub mod attention;
 pub mod codegen;
 pub mod elementwise;
 pub mod gemm;
