@@ -234,7 +234,7 @@ fn emulated_on_the_host_cpu() {
     unsigned char* v = rtx_load("{v}", {kbytes});
     unsigned char* o = rtx_poison({qbytes});
     {ns}::attn_emu_immediate = {imm};
-    rtxemu::body = [&] {{ {ns}::{entry}((const {ns}::T*)q, (const {ns}::T*)k, (const {ns}::T*)v, ({ns}::T*)o, {seq_q}, {seq_k}, {sl:e}f); }};
+    rtxemu::body = [&] {{ {ns}::{entry}((const {ns}::T*)q, (const {ns}::T*)k, (const {ns}::T*)v, ({ns}::T*)o, {seq_q}, {seq_k}, {sl:e}f, {strides}); }};
     gridDim.x = {gx}; gridDim.y = {gy}; gridDim.z = {gz}; blockDim.x = {threads};
     for (unsigned z = 0; z < {gz}; ++z) for (unsigned y = 0; y < {gy}; ++y) for (unsigned x = 0; x < {gx}; ++x) {{
       blockIdx.y = y; blockIdx.z = z;
@@ -253,6 +253,10 @@ fn emulated_on_the_host_cpu() {
                 imm = immediate,
                 entry = src.entry,
                 sl = AttentionTemplate::scale_log2(&p),
+                strides = {
+                    let l = rtx_synthesis::templates::attention::AttentionLayout::contiguous(&p);
+                    [l.q, l.k, l.v, l.o].iter().map(|s| format!("{}LL, {}LL, {}", s.batch, s.head, s.row)).collect::<Vec<_>>().join(", ")
+                },
                 gx = d.grid[0],
                 gy = d.grid[1],
                 gz = d.grid[2],

@@ -334,3 +334,89 @@ fn sweep_timings_when_asked() {
         }
     }
 }
+
+/// Q, K and V read in place from a packed `[batch * seq, 3 * heads * head_dim]` projection and O
+/// written into `[batch * seq, heads * head_dim]` (a transformer layer's layout) through
+/// `launch_strided` match the reference on every sampled row; a misaligned row stride is refused.
+#[test]
+fn packed_qkv_layout_matches_the_reference() {
+    use rtx_synthesis::templates::attention::AttentionLayout;
+    let test = "packed_qkv_layout_matches_the_reference";
+    let Some((dev, s)) = gpu_or_skip(test) else { return };
+    let arch = arch_of(&dev);
+    let seed = seed();
+    println!("seed {seed}");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let t = AttentionTemplate;
+    for (dtype, d, causal, (batch, heads, seq)) in
+        [(DType::Bf16, 64, false, (3, 12, 200)), (DType::F16, 128, true, (2, 4, 77)), (DType::Bf16, 128, false, (2, 2, 512))]
+    {
+        let p = AttentionProblem::new(batch, heads, seq, d, causal, dtype);
+        let c = t.default_config(&p, arch);
+        let kernel = AttentionKernel::build(&dev, &p, &c).unwrap_or_else(|e| panic!("build {c:?}: {e}"));
+        let x = inputs(&p, &mut rng);
+        let (b_, h_, s_, d_) = (batch as usize, heads as usize, seq as usize, d as usize);
+        let width = 3 * h_ * d_;
+        let mut packed = vec![0u8; b_ * s_ * width * 2];
+        for (ti, src) in [&x.qb, &x.kb, &x.vb].into_iter().enumerate() {
+            for b in 0..b_ {
+                for h in 0..h_ {
+                    for i in 0..s_ {
+                        let from = (((b * h_ + h) * s_ + i) * d_) * 2;
+                        let to = ((b * s_ + i) * width + ti * h_ * d_ + h * d_) * 2;
+                        packed[to..to + d_ * 2].copy_from_slice(&src[from..from + d_ * 2]);
+                    }
+                }
+            }
+        }
+        let qkv = upload(&dev, &s, &packed);
+        let o_bytes = b_ * s_ * h_ * d_ * 2;
+        let mut od = dev.alloc(o_bytes + GUARD, &s).expect("alloc");
+        od.fill_u8(0xFF, &s).expect("poison");
+        let [q0, k0, v0] = AttentionLayout::packed_qkv_offsets(&p).map(|e| e as usize * 2);
+        let layout = AttentionLayout::packed_qkv(&p);
+        kernel
+            .launch_strided(
+                &s,
+                AttentionBuffers {
+                    q: DeviceSlice::at(&qkv, q0),
+                    k: DeviceSlice::at(&qkv, k0),
+                    v: DeviceSlice::at(&qkv, v0),
+                    o: DeviceSliceMut::whole(&mut od),
+                },
+                &p,
+                &layout,
+            )
+            .unwrap_or_else(|e| panic!("{p:?}: launch: {e}"));
+        s.synchronize().expect("kernel");
+        let all: Vec<u8> = od.download(&s).expect("download");
+        assert!(all[o_bytes..].iter().all(|&b| b == 0xFF), "{p:?}: guard bytes after O overwritten");
+        let got = decode(dtype, &all[..o_bytes]);
+        let inp = AttentionInputs { q: &x.q, k: &x.k, v: &x.v };
+        let mut worst = 0.0f64;
+        for (b, h, i) in sample_rows(&p, &mut rng) {
+            let want = attention_row_f64(&p, &inp, b, h, i).expect("reference");
+            let r = (b as usize * s_ + i as usize) * h_ * d_ + h as usize * d_;
+            let e = row_error(&got[r..r + d_], &want);
+            assert!(e <= dtype.rel_tolerance(), "{p:?} row (b {b}, h {h}, i {i}): error {e:.3e}");
+            worst = worst.max(e);
+        }
+        println!("PASS packed {dtype} d{d} causal {causal} B{batch} H{heads} S{seq}: worst row error {worst:.2e}");
+        let mut bad = layout;
+        bad.q.row += 1;
+        let e = kernel
+            .launch_strided(
+                &s,
+                AttentionBuffers {
+                    q: DeviceSlice::at(&qkv, q0),
+                    k: DeviceSlice::at(&qkv, k0),
+                    v: DeviceSlice::at(&qkv, v0),
+                    o: DeviceSliceMut::whole(&mut od),
+                },
+                &p,
+                &bad,
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("row stride"), "{e}");
+    }
+}

@@ -25,6 +25,11 @@ use rtx_runtime::RuntimeError;
 use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::{GemmSpec, Synth, TuneRequest};
 use rtx_synthesis::templates::gemm::{Activation, Epilogue, Layout};
+use rtx_synthesis::templates::attention::{
+    AttentionBuffers, AttentionKernel, AttentionLayout, AttentionProblem, AttentionTemplate,
+};
+use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
+use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::{LookupSource, TuningDb};
 use rtx_synthesis::DType;
 use std::time::Duration;
@@ -39,9 +44,41 @@ fn sampled_rows(shape: &EncoderShape) -> Vec<(u32, u32)> {
     [0, 1, s / 3, s / 2, s - 1].iter().flat_map(|&p| [(0, p), (last, p)]).collect()
 }
 
+/// The layer's attention: the attention template at its default config, reading Q, K and V in
+/// place from the packed `[tokens, 3d]` projection and writing `[tokens, d]`.
+struct PackedAttention {
+    kernel: AttentionKernel,
+    problem: AttentionProblem,
+}
+
+impl AttentionStep for PackedAttention {
+    fn describe(&self) -> String {
+        let c = &self.kernel.config;
+        format!("attention bm{} bn{} w{} s{}, qkv read in place", c.block_m, c.block_n, c.warps, c.stages)
+    }
+
+    fn launch(&self, stream: &rtx_runtime::Stream, qkv: &rtx_runtime::DeviceBuffer, o: &mut rtx_runtime::DeviceBuffer) -> Result<(), String> {
+        let p = &self.problem;
+        let size = p.dtype.size_bytes();
+        let [q0, k0, v0] = AttentionLayout::packed_qkv_offsets(p).map(|e| e as usize * size);
+        let bufs = AttentionBuffers {
+            q: DeviceSlice::at(qkv, q0),
+            k: DeviceSlice::at(qkv, k0),
+            v: DeviceSlice::at(qkv, v0),
+            o: DeviceSliceMut::whole(o),
+        };
+        self.kernel.launch_strided(stream, bufs, p, &AttentionLayout::packed_qkv(p)).map_err(|e| format!("attention: {e}"))
+    }
+}
+
 /// The attention kernel the layer uses on this GPU, or why there is none.
-fn attention_step(_gpu: &Gpu, _shape: &EncoderShape) -> Result<Box<dyn AttentionStep>, String> {
-    Err("no attention template in rtx-synthesis yet".into())
+fn attention_step(gpu: &Gpu, shape: &EncoderShape) -> Result<Box<dyn AttentionStep>, String> {
+    let problem = AttentionProblem::new(shape.batch, shape.heads, shape.seq, shape.head_dim(), false, DType::Bf16);
+    let t = AttentionTemplate;
+    let config = t.default_config(&problem, gpu.arch);
+    t.check(&problem, &config, gpu.arch).map_err(|e| format!("no attention kernel for this GPU: {e}"))?;
+    let kernel = AttentionKernel::build(&gpu.device, &problem, &config).map_err(|e| format!("attention: {e}"))?;
+    Ok(Box::new(PackedAttention { kernel, problem }))
 }
 
 /// The fused plan's GEMM specs (for tuning).

@@ -81,10 +81,10 @@ __device__ __forceinline__ unsigned attn_pack(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&h);
   }
 }
-// ROWS x D tile of a head (rows row0.., valid rows < lim) -> swizzled shared memory via 16-byte
+// ROWS x D tile of a head (rows row0.., `ld` elements apart, valid rows < lim) -> swizzled shared memory via 16-byte
 // cp.async; rows past lim are zero-filled (so masked keys multiply zeros, never garbage).
 template <int ROWS>
-__device__ __forceinline__ void attn_load_tile(T* s, const T* __restrict__ g, int row0, int lim, int tid) {
+__device__ __forceinline__ void attn_load_tile(T* s, const T* __restrict__ g, int row0, int lim, int tid, int ld) {
   constexpr int ITERS = ROWS * CPR / THREADS;
   constexpr int RSTEP = THREADS / CPR;
   const int r0 = tid / CPR;
@@ -93,14 +93,15 @@ __device__ __forceinline__ void attn_load_tile(T* s, const T* __restrict__ g, in
   for (int i = 0; i < ITERS; ++i) {
     const int r = r0 + i * RSTEP;
     const bool ok = row0 + r < lim;
-    const T* src = ok ? g + (row0 + r) * D + c : g;
+    const T* src = ok ? g + (row0 + r) * ld + c : g;
     attn_cp_async16(attn_smem_addr(s + attn_soff(r, c)), src, ok ? 16 : 0);
   }
 }
 "#;
 
 /// The kernel body (after the signature
-/// `(const T* Q, const T* K, const T* V, T* O, int seq_q, int seq_k, float scale_log2)`).
+/// `(const T* Q, const T* K, const T* V, T* O, int seq_q, int seq_k, float scale_log2`, then
+/// `long long sb, long long sh, int ss` strides in elements for Q, K, V and O).
 pub const ATTN_BODY: &str = r#"
 extern __shared__ __align__(128) unsigned char attn_smem[];
 T* const sQ = reinterpret_cast<T*>(attn_smem);
@@ -113,21 +114,22 @@ const int g = lane >> 2;
 const int t = lane & 3;
 // Heaviest (causal) query tiles first; blocks of one head run together and share K/V in L2.
 const int m0 = (int)(gridDim.x - 1 - blockIdx.x) * BM;
-const long long bh = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-Q += bh * seq_q * D;
-O += bh * seq_q * D;
-K += bh * seq_k * D;
-V += bh * seq_k * D;
+// blockIdx.z = batch, blockIdx.y = head; every tensor has its own (batch, head, row) strides.
+const long long b_idx = blockIdx.z, h_idx = blockIdx.y;
+Q += b_idx * q_sb + h_idx * q_sh;
+O += b_idx * o_sb + h_idx * o_sh;
+K += b_idx * k_sb + h_idx * k_sh;
+V += b_idx * v_sb + h_idx * v_sh;
 const int wrow = warp * WROWS;  // first row of this warp inside the block tile
 int n_end = seq_k;
 if constexpr (CAUSAL) n_end = seq_k < m0 + BM ? seq_k : m0 + BM;
 const int ntiles = (n_end + BN - 1) / BN;
 
 // Prologue: group 0 = Q + K tile 0, group 1 = V tile 0.
-attn_load_tile<BM>(sQ, Q, m0, seq_q, tid);
-attn_load_tile<BN>(sK, K, 0, seq_k, tid);
+attn_load_tile<BM>(sQ, Q, m0, seq_q, tid, q_ss);
+attn_load_tile<BN>(sK, K, 0, seq_k, tid, k_ss);
 attn_commit();
-attn_load_tile<BN>(sV, V, 0, seq_k, tid);
+attn_load_tile<BN>(sV, V, 0, seq_k, tid, v_ss);
 attn_commit();
 
 float o[MT][DT][4];
@@ -164,7 +166,7 @@ for (int j = 0; j < ntiles; ++j) {
   attn_wait<1>();  // K tile j (and Q) landed for this thread; V tile j may be in flight
   __syncthreads(); // ... for every thread; and nobody reads the buffers refilled below
   if constexpr (STAGES == 2) {
-    if (j + 1 < ntiles) attn_load_tile<BN>(sK + ((j + 1) & 1) * (BN * D), K, n0 + BN, seq_k, tid);
+    if (j + 1 < ntiles) attn_load_tile<BN>(sK + ((j + 1) & 1) * (BN * D), K, n0 + BN, seq_k, tid, k_ss);
     attn_commit();
   }
 
@@ -255,13 +257,13 @@ for (int j = 0; j < ntiles; ++j) {
   if constexpr (STAGES == 2) {
     attn_wait<1>();  // V tile j landed (only K tile j + 1 may be in flight)
     __syncthreads();
-    if (j + 1 < ntiles) attn_load_tile<BN>(sV + ((j + 1) & 1) * (BN * D), V, n0 + BN, seq_k, tid);
+    if (j + 1 < ntiles) attn_load_tile<BN>(sV + ((j + 1) & 1) * (BN * D), V, n0 + BN, seq_k, tid, v_ss);
     attn_commit();
   } else {
     attn_wait<0>();  // V tile j landed
     __syncthreads(); // and every warp is done reading K tile j
     if (j + 1 < ntiles) {
-      attn_load_tile<BN>(sK, K, n0 + BN, seq_k, tid);
+      attn_load_tile<BN>(sK, K, n0 + BN, seq_k, tid, k_ss);
       attn_commit();
     }
   }
@@ -293,7 +295,7 @@ for (int j = 0; j < ntiles; ++j) {
   if constexpr (STAGES == 1) {
     __syncthreads();  // every warp is done reading V tile j
     if (j + 1 < ntiles) {
-      attn_load_tile<BN>(sV, V, n0 + BN, seq_k, tid);
+      attn_load_tile<BN>(sV, V, n0 + BN, seq_k, tid, v_ss);
       attn_commit();
     }
   }
@@ -326,7 +328,7 @@ for (int i = 0; i < WROWS * CPR / 32; ++i) {
   const int r = wrow + idx / CPR;
   const int c = (idx % CPR) * 8;
   if (m0 + r < seq_q) {
-    *reinterpret_cast<uint4*>(O + (m0 + r) * D + c) = *reinterpret_cast<const uint4*>(sQ + attn_soff(r, c));
+    *reinterpret_cast<uint4*>(O + (m0 + r) * o_ss + c) = *reinterpret_cast<const uint4*>(sQ + attn_soff(r, c));
   }
 }
 "#;

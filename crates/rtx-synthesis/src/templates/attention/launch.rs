@@ -44,6 +44,14 @@ pub enum AttentionLaunchError {
         asked: String,
     },
     /// A tensor's first element is not 16-byte aligned.
+    /// A tensor's strides cannot be launched (alignment, overlap, index range).
+    #[error("attention tensor `{tensor}`: {reason}")]
+    Strides {
+        /// Which tensor.
+        tensor: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     #[error("attention tensor `{tensor}` at {ptr:#x} is not {ATTN_BASE_ALIGN}-byte aligned")]
     Misaligned {
         /// Q, K, V or O.
@@ -104,6 +112,21 @@ impl AttentionKernel {
         bufs: AttentionBuffers<'_>,
         p: &AttentionProblem,
     ) -> Result<(), AttentionLaunchError> {
+        self.launch_strided(stream, bufs, p, &AttentionLayout::contiguous(p))
+    }
+
+    /// Launches over `p` with each tensor at its own strides (e.g. Q, K and V read in place from
+    /// a packed `[tokens, 3 * d_model]` projection, O written into `[tokens, d_model]`): checks
+    /// that every stride keeps 16-byte alignment, that rows of O do not overlap, that the last
+    /// element of every tensor lies inside its buffer, and that in-head offsets fit the kernel's
+    /// `int` arithmetic.
+    pub fn launch_strided(
+        &self,
+        stream: &Stream,
+        bufs: AttentionBuffers<'_>,
+        p: &AttentionProblem,
+        layout: &AttentionLayout,
+    ) -> Result<(), AttentionLaunchError> {
         p.validate()?;
         let b = &self.problem;
         if (p.dtype, p.head_dim, p.causal) != (b.dtype, b.head_dim, b.causal) {
@@ -111,15 +134,15 @@ impl AttentionKernel {
             return Err(AttentionLaunchError::Mismatch { built: what(b), asked: what(p) });
         }
         let size = p.dtype.size_bytes() as u64;
-        let q_bytes = p.q_elems().unwrap_or(u64::MAX).saturating_mul(size);
-        let kv_bytes = p.kv_elems().unwrap_or(u64::MAX).saturating_mul(size);
         let checks = [
-            ("q", bufs.q.ptr(), bufs.q.bytes(), q_bytes),
-            ("k", bufs.k.ptr(), bufs.k.bytes(), kv_bytes),
-            ("v", bufs.v.ptr(), bufs.v.bytes(), kv_bytes),
-            ("o", bufs.o.ptr(), bufs.o.bytes(), q_bytes),
+            ("q", bufs.q.ptr(), bufs.q.bytes(), layout.q, p.seq_q),
+            ("k", bufs.k.ptr(), bufs.k.bytes(), layout.k, p.seq_k),
+            ("v", bufs.v.ptr(), bufs.v.bytes(), layout.v, p.seq_k),
+            ("o", bufs.o.ptr(), bufs.o.bytes(), layout.o, p.seq_q),
         ];
-        for (tensor, ptr, got, needed) in checks {
+        for (tensor, ptr, got, st, seq) in checks {
+            st.check(tensor, p, seq, size)?;
+            let needed = st.span_elems(p, seq).saturating_mul(size);
             if (got as u64) < needed {
                 return Err(LaunchError::TooSmall { what: tensor.to_string(), needed: needed as usize, got }.into());
             }
@@ -131,13 +154,109 @@ impl AttentionKernel {
         let mut args = KernelArgs::new();
         args.u64(bufs.q.ptr()).u64(bufs.k.ptr()).u64(bufs.v.ptr()).u64(bufs.o.ptr());
         args.i32(p.seq_q as i32).i32(p.seq_k as i32).f32(AttentionTemplate::scale_log2(p));
+        for st in [layout.q, layout.k, layout.v, layout.o] {
+            args.i64(st.batch as i64).i64(st.head as i64).i32(st.row as i32);
+        }
         let cfg = LaunchConfig::new(dims.grid, dims.block, dims.dynamic_smem);
         // SAFETY: the arguments follow the kernel signature (Q, K, V, O pointers, int seq_q, int
-        // seq_k, float scale_log2; seq values fit in int after `validate`); every buffer holds the
-        // bytes the kernel touches and is 16-byte aligned (checked above) and is borrowed for the
-        // call; the caller must not free or reuse them on another stream before `stream` has run
-        // the launch.
+        // seq_k, float scale_log2, then (long long, long long, int) strides per tensor; seq values
+        // and in-head offsets fit in int after `validate` and `AttentionStrides::check`); every
+        // buffer holds the last element the strides reach and is 16-byte aligned (checked above)
+        // and is borrowed for the call; the caller must not free or reuse them on another stream
+        // before `stream` has run the launch.
         unsafe { self.kernel.function.launch(stream, &cfg, &mut args).map_err(LaunchError::from)? };
         Ok(())
+    }
+}
+
+/// Strides of one attention tensor, in elements: between batches, between heads, and between
+/// consecutive sequence positions (rows). Columns (`head_dim`) are always contiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionStrides {
+    /// Elements between batch `b` and `b + 1`.
+    pub batch: u64,
+    /// Elements between head `h` and `h + 1`.
+    pub head: u64,
+    /// Elements between row `s` and `s + 1`.
+    pub row: u64,
+}
+
+impl AttentionStrides {
+    /// `[batch, heads, seq, head_dim]` contiguous.
+    pub fn contiguous(p: &AttentionProblem, seq: u32) -> Self {
+        let d = p.head_dim as u64;
+        AttentionStrides { batch: p.heads as u64 * seq as u64 * d, head: seq as u64 * d, row: d }
+    }
+
+    /// `[batch, seq, row_width]` rows where head `h` starts at column `offset + h * head_dim`
+    /// (the `[tokens, 3 * d_model]` QKV projection: offset 0 / d / 2d for q / k / v).
+    pub fn packed_rows(p: &AttentionProblem, seq: u32, row_width: u64) -> Self {
+        AttentionStrides { batch: seq as u64 * row_width, head: p.head_dim as u64, row: row_width }
+    }
+
+    /// One past the furthest element a launch reaches (the buffer must hold this many).
+    pub fn span_elems(&self, p: &AttentionProblem, seq: u32) -> u64 {
+        let last = |n: u32, stride: u64| (n.max(1) as u64 - 1).saturating_mul(stride);
+        last(p.batch, self.batch)
+            .saturating_add(last(p.heads, self.head))
+            .saturating_add(last(seq, self.row))
+            .saturating_add(p.head_dim as u64)
+    }
+
+    /// Alignment (every stride a whole number of 16-byte chunks), non-overlapping rows, and
+    /// `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`).
+    pub fn check(&self, tensor: &'static str, p: &AttentionProblem, seq: u32, elem_bytes: u64) -> Result<(), AttentionLaunchError> {
+        let bad = |reason: String| Err(AttentionLaunchError::Strides { tensor, reason });
+        let chunk = ATTN_BASE_ALIGN / elem_bytes.max(1);
+        for (what, s) in [("batch", self.batch), ("head", self.head), ("row", self.row)] {
+            if s % chunk != 0 {
+                return bad(format!("{what} stride {s} is not a multiple of {chunk} elements (16 bytes)"));
+            }
+        }
+        if self.row < p.head_dim as u64 {
+            return bad(format!("row stride {} is below head_dim {}", self.row, p.head_dim));
+        }
+        let in_head = (seq.max(1) as u64 - 1).saturating_mul(self.row).saturating_add(p.head_dim as u64);
+        if in_head > i32::MAX as u64 {
+            return bad(format!("(seq - 1) * row stride + head_dim = {in_head} exceeds the kernel's int range"));
+        }
+        Ok(())
+    }
+}
+
+/// The strides of Q, K, V and O for one launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionLayout {
+    /// Q.
+    pub q: AttentionStrides,
+    /// K.
+    pub k: AttentionStrides,
+    /// V.
+    pub v: AttentionStrides,
+    /// O.
+    pub o: AttentionStrides,
+}
+
+impl AttentionLayout {
+    /// Every tensor `[batch, heads, seq, head_dim]` contiguous.
+    pub fn contiguous(p: &AttentionProblem) -> Self {
+        let (q, kv) = (AttentionStrides::contiguous(p, p.seq_q), AttentionStrides::contiguous(p, p.seq_k));
+        AttentionLayout { q, k: kv, v: kv, o: q }
+    }
+
+    /// Self-attention over a packed `[batch * seq, 3 * d_model]` QKV buffer (q, k, v side by
+    /// side, heads side by side inside each) into a `[batch * seq, d_model]` output: the layout
+    /// of a transformer layer's in-projection, read in place. Q, K and V are the same buffer at
+    /// element offsets 0, `d_model` and `2 * d_model` (see [`AttentionLayout::packed_qkv_offsets`]).
+    pub fn packed_qkv(p: &AttentionProblem) -> Self {
+        let d_model = p.heads as u64 * p.head_dim as u64;
+        let qkv = AttentionStrides::packed_rows(p, p.seq_q, 3 * d_model);
+        AttentionLayout { q: qkv, k: qkv, v: qkv, o: AttentionStrides::packed_rows(p, p.seq_q, d_model) }
+    }
+
+    /// Element offsets of q, k and v inside a packed QKV buffer.
+    pub fn packed_qkv_offsets(p: &AttentionProblem) -> [u64; 3] {
+        let d_model = p.heads as u64 * p.head_dim as u64;
+        [0, d_model, 2 * d_model]
     }
 }

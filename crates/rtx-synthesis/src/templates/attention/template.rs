@@ -20,7 +20,10 @@
 //! written with 16-byte stores.
 //!
 //! Kernel arguments: `(const T* Q, const T* K, const T* V, T* O, int seq_q, int seq_k,
-//! float scale_log2)` with `scale_log2 = scale * log2(e)`; every base pointer 16-byte aligned.
+//! float scale_log2, then (long long batch_stride, long long head_stride, int row_stride) for Q,
+//! K, V and O)` with `scale_log2 = scale * log2(e)`, strides in elements (so packed layouts such
+//! as a `[tokens, 3 * d_model]` QKV projection are read in place); every base pointer and stride
+//! 16-byte aligned (see `launch::AttentionStrides`).
 
 use super::config::AttentionConfig;
 use super::device::{ATTN_BODY, ATTN_HELPERS, ATTN_PRIMITIVES};
@@ -36,7 +39,7 @@ pub struct AttentionTemplate;
 /// Template name used in symbols, caches and the tuning database.
 pub const ATTN_NAME: &str = "attention_fwd";
 /// Bump on any change to the generated code.
-pub const ATTN_VERSION: u32 = 1;
+pub const ATTN_VERSION: u32 = 2;
 
 /// `block_m` values of the space.
 pub const BLOCK_M: [u32; 2] = [64, 128];
@@ -179,7 +182,9 @@ impl Template for AttentionTemplate {
         w.lines(ATTN_HELPERS);
         w.line(format!("extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(", c.threads()));
         w.line("    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O,");
-        w.line("    int seq_q, int seq_k, float scale_log2");
+        w.line("    int seq_q, int seq_k, float scale_log2,");
+        w.line("    long long q_sb, long long q_sh, int q_ss, long long k_sb, long long k_sh, int k_ss,");
+        w.line("    long long v_sb, long long v_sh, int v_ss, long long o_sb, long long o_sh, int o_ss");
         w.open(")");
         w.lines(ATTN_BODY);
         w.close("");
