@@ -137,9 +137,12 @@ impl Template for AttentionTemplate {
             return Err(self.violation(c, format!("{smem} bytes of shared memory exceed the {max} of {arch}")));
         }
         let budget = (65536 / c.threads()).min(255);
-        // sm_120's ptxas needs a few more registers for the same code (measured: the
-        // 248-estimate configs spill 4-64 bytes there, none on sm_80 / sm_90a).
-        let est = c.estimated_registers() + if arch == Arch::Sm120 { 8 } else { 0 };
+        // sm_120's ptxas needs more registers for the same code: with v1's arguments the
+        // 248-estimate configs spilled 4-64 bytes there (none on sm_80 / sm_90a); with v2's
+        // per-tensor strides a 224-estimate one-stage config (d128 bm64 bn64 w4) spilled 16 bytes
+        // while its sm_90a build used 255 registers without spills. 32 keeps every sm_120 config
+        // that passes clear of 255 (tests/attention_compile.rs compiles them all).
+        let est = c.estimated_registers() + if arch == Arch::Sm120 { 32 } else { 0 };
         if est > budget {
             return Err(self.violation(
                 c,
