@@ -49,21 +49,20 @@ impl GemmFamily for WgmmaGemm {
         stream: &Stream,
     ) -> Result<(), GemmLaunchError> {
         let need = c.workspace_bytes(p.m, p.n, p.batch);
-        if need == 0 || c.split_k <= 1 {
-            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
-            return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
-        }
-        with_stream_workspace(stream, need, |ws| {
-            let mut wb = WgmmaBuffers {
-                a: bufs.a,
-                b: bufs.b,
-                c: &mut *bufs.c,
-                bias: bufs.bias,
-                residual: bufs.residual,
-                workspace: Some(ws),
-            };
+        let stage = WgmmaGemm::staging_bytes(p);
+        // Split-K workspace and tf32 staging buffer come from separate per-stream pools, so the
+        // staged operands (rewritten by every launch) never land on split-K counters.
+        let mut launch = |workspace: Option<&mut rtx_runtime::DeviceBuffer>, staging: Option<&mut rtx_runtime::DeviceBuffer>| {
+            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace, staging };
             WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
-        })
+        };
+        let split = need > 0 && c.split_k > 1;
+        match (split, stage > 0) {
+            (false, false) => launch(None, None),
+            (true, false) => with_stream_workspace(stream, need, |ws| launch(Some(ws), None)),
+            (false, true) => with_stream_staging(stream, stage, |st| launch(None, Some(st))),
+            (true, true) => with_stream_workspace(stream, need, |ws| with_stream_staging(stream, stage, |st| launch(Some(ws), Some(st)))),
+        }
     }
 }
 
@@ -185,28 +184,52 @@ fn with_stream_workspace<R>(
     need: u64,
     f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
 ) -> Result<R, GemmLaunchError> {
-    let mut pool = split_k_workspaces()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    with_stream_buffer(split_k_workspaces(), stream, need, true, f)
+}
+
+/// Runs `f` with this stream's tf32 staging buffer (wgmma pre-pass) of at least `need` bytes;
+/// kept per stream like the split-K workspaces, never zeroed (every pre-pass rewrites the part
+/// its GEMM reads).
+fn with_stream_staging<R>(
+    stream: &Stream,
+    need: u64,
+    f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
+) -> Result<R, GemmLaunchError> {
+    static POOL: std::sync::OnceLock<StreamBuffers> = std::sync::OnceLock::new();
+    with_stream_buffer(POOL.get_or_init(Default::default), stream, need, false, f)
+}
+
+/// Device buffers kept per stream (keyed by [`Stream::id`]).
+type StreamBuffers = std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>;
+
+/// Runs `f` with `pool`'s buffer for `stream`, (re)allocated when smaller than `need` bytes and
+/// then zeroed when `zero`.
+fn with_stream_buffer<R>(
+    pool: &StreamBuffers,
+    stream: &Stream,
+    need: u64,
+    zero: bool,
+    f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
+) -> Result<R, GemmLaunchError> {
+    let mut pool = pool.lock().unwrap_or_else(|e| e.into_inner());
     let key = stream.id();
     if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
         pool.remove(&key);
         let mut w = stream.device().alloc(need as usize, stream)?;
-        w.fill_u8(0, stream)?;
+        if zero {
+            w.fill_u8(0, stream)?;
+        }
         pool.insert(key, w);
     }
     let ws = pool
         .get_mut(&key)
-        .ok_or_else(|| GemmLaunchError::Other("split-K workspace vanished".into()))?;
+        .ok_or_else(|| GemmLaunchError::Other("stream buffer vanished".into()))?;
     f(ws)
 }
 
 /// Split-K workspaces of the wgmma and mma families, one per stream (keyed by [`Stream::id`]).
-fn split_k_workspaces(
-) -> &'static std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>> {
-    static POOL: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>,
-    > = std::sync::OnceLock::new();
+fn split_k_workspaces() -> &'static StreamBuffers {
+    static POOL: std::sync::OnceLock<StreamBuffers> = std::sync::OnceLock::new();
     POOL.get_or_init(Default::default)
 }
 
