@@ -159,7 +159,7 @@ __device__ __forceinline__ void stage_tile(const float* __restrict__ src, float*
 }
 // Pre-pass launch: stages the M/N-major operands of batch entry blockIdx.z into K-major copies.
 // A (column-major, K x M as stored) -> stage_a (M x K); B (row-major, K x N) -> stage_b (N x K).
-__device__ __forceinline__ void stage_operands(const float* A, const float* B, float* stage_a, float* stage_b,
+__device__ __noinline__ void stage_operands(const float* A, const float* B, float* stage_a, float* stage_b,
                                                int M, int N, int K, int lda, int ldb,
                                                long long stride_a, long long stride_b, unsigned char* smem_raw) {
   const int warps = THREADS / 32;
