@@ -137,7 +137,9 @@ proptest! {
             && strides_ok(ib, p.stride_b, rows_b * p.ldb as u64)
             && wgmma_smem(&c) <= 227 * 1024
             && c.split_k <= p.k.div_ceil(32)
-            && (c.split_k == 1 || acc + 40 <= launch_regs);
+            && (c.split_k == 1 || acc + 40 <= launch_regs)
+            // With the staging pre-pass, the boundary case spills (tf32 NN scan on sm_90a).
+            && (c.split_k == 1 || (ia && ib) || acc + 40 < launch_regs);
         let got = t.check(&p, &c, arch);
         prop_assert_eq!(got.is_ok(), expect, "{:?} {:?} {}: {:?}", c, p, arch, got);
         if got.is_ok() {

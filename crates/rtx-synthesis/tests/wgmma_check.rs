@@ -47,6 +47,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 <= launch_regs)
+        && (c.split_k == 1 || !(staged_a || staged_b) || acc + 40 < launch_regs)
         && units * (c.cluster_m as u64) < i32::MAX as u64
         && (1..=2).contains(&c.consumers)
         && [64, 128, 256].contains(&c.bm)

@@ -8,7 +8,8 @@
 //!     const TOut* residual, int M, int N, int K, int lda, int ldb, int ldc,
 //!     long long stride_a, long long stride_b, long long stride_c, float alpha, float beta,
 //!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-//!     float* ws, unsigned* counters)
+//!     float* ws, unsigned* counters
+//!     [, TIn* stage_a, TIn* stage_b, int prepass])   // tf32 with an M/N-major operand only
 //! ```
 //! `tmA`/`tmB` are 128-byte `CUtensorMap`s (128-byte aligned parameters) encoded from [`tma_desc_a`] /
 //! [`tma_desc_b`] plus the A/B base addresses (`cuTensorMapEncodeTiled`, rank 3, 128B swizzle,
@@ -43,7 +44,9 @@
 //! f16/bf16, 32 for tf32); the leading dimension of every operand TMA reads in place a multiple
 //! of 16 bytes (TMA global strides; a staged tf32 operand may have any leading dimension);
 //! batch strides of those operands multiples of 16 bytes that do not overlap, < 2^40 bytes;
-//! batch <= 65535; `split_k <= ceil(K / bk)` (every K slice has a k-block); the split-K
+//! batch <= 65535; `split_k <= ceil(K / bk)` (every K slice has a k-block); with the staging
+//! pre-pass, split-K only below the register boundary (`acc + 40 < launch registers`: the
+//! 128-accumulator ping-pong split-K configs spill there); the split-K
 //! workspace below 2^31 float4s; and the config rules of [`WgmmaGemm::check_config`]. At launch
 //! the A/B base addresses (and the workspaces) must be 16-byte aligned (TMA). All four A/B
 //! layouts are supported (row-major A is K-major; column-major f16/bf16 operands use the wgmma
@@ -415,6 +418,15 @@ impl Template for WgmmaGemm {
         if blocks > i32::MAX as u64 {
             return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
         }
+        if config.split_k > 1 && staging(problem).any() && config.acc_regs() + 40 >= config.launch_regs() {
+            return Err(fail(format!(
+                "split_k={} with {} accumulators per thread in a {}-thread block ({} registers at launch) beside the tf32 staging pre-pass: the fix-up spills",
+                config.split_k,
+                config.acc_regs(),
+                config.threads(),
+                config.launch_regs()
+            )));
+        }
         let kblocks = problem.k.div_ceil(config.bk);
         if config.split_k > kblocks {
             return Err(fail(format!("split_k={} exceeds the {kblocks} k-blocks of K={}", config.split_k, problem.k)));
@@ -522,6 +534,12 @@ mod tests {
         t.check(&short, &sk, Arch::Sm90a).unwrap();
         let sk4 = WgmmaConfig { split_k: 4, ..sk };
         assert!(t.check(&short, &sk4, Arch::Sm90a).unwrap_err().reason.contains("3 k-blocks"));
+        // Ping-pong split-K with 128 accumulators at 384 threads is accepted for NT but spills
+        // beside the pre-pass (NN), so it is refused there.
+        let pp = WgmmaConfig { bm: 256, bn: 64, consumers: 2, wgmma_n: 64, stages: 4, split_k: 2, pingpong: true, ..c.clone() };
+        t.check(&nt, &pp, Arch::Sm90a).unwrap();
+        let nn4 = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+        assert!(t.check(&nn4, &pp, Arch::Sm90a).unwrap_err().reason.contains("staging pre-pass: the fix-up spills"));
         // Every space config carries the tf32 depth.
         let space = t.valid_space(&nt, Arch::Sm90a);
         assert!(space.len() > 100 && space.iter().all(|c| c.bk == 32));
