@@ -158,13 +158,17 @@ pub fn samples(_arch: Arch, _o: &RegistryOptions) -> Result<Vec<CompileCase>, Fa
         .collect())
 }
 
-/// Problems the wgmma family is compiled for: bf16 and f16 NN, bf16 NT (layouts and dtypes are
-/// compile-time; shapes are run-time, so the shape only has to be valid).
+/// Problems the wgmma family is compiled for: bf16 and f16 NN, bf16 NT, tf32 NN (B staged by
+/// the transpose pre-pass: the kernel of the GPU suite's `rtx-wgmma-* tf32 4096x4096x4096` and
+/// `8192x8192x8192` rows) and tf32 NT (read in place). Layouts and dtypes are compile-time;
+/// shapes are run-time, so the shape only has to be valid.
 pub fn gemm_wgmma_problems() -> Vec<GemmProblem> {
     vec![
         GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
         GemmProblem::nn(4096, 4096, 4096, DType::F16),
         GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col),
+        GemmProblem::nn(4096, 4096, 4096, DType::Tf32),
+        GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col),
     ]
 }
 
@@ -516,6 +520,15 @@ mod tests {
             .iter()
             .all(|c| c.source.entry.starts_with("rtx_wgmma_")));
         assert!(gemm_wgmma(Arch::Sm120, &o).unwrap().is_empty());
+        for (layouts, prepass) in [("_rr_", true), ("_rc_", false)] {
+            let tf32: Vec<_> = hopper
+                .iter()
+                .filter(|c| c.name.starts_with("rtx_wgmma_tf32") && c.name.contains(layouts))
+                .collect();
+            assert_eq!(tf32.len(), 3, "{layouts}");
+            assert!(tf32.iter().all(|c| c.source.code.contains(".f32.tf32.tf32")
+                && c.source.code.contains("int prepass)") == prepass));
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! never panics and names its entry point.
 
 use proptest::prelude::*;
+use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm};
 use rtx_synthesis::templates::gemm::{GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
@@ -96,8 +97,62 @@ fn max_threads_per_sm(a: Arch) -> u64 {
     }
 }
 
+/// Shared memory of a wgmma config from the documented layout: `stages` x (bm + bn) rows of one
+/// 128-byte K span (64 f16/bf16 or 32 tf32 elements), 16 bytes of mbarriers per stage, 1 KiB
+/// alignment slack.
+fn wgmma_smem(c: &WgmmaConfig) -> u64 {
+    c.stages as u64 * (c.bm + c.bn) as u64 * 128 + 16 * c.stages as u64 + 1024
+}
+
+/// Whether an operand of `p` is read in place by TMA (not staged by the tf32 pre-pass).
+fn wgmma_in_place(p: &GemmProblem) -> (bool, bool) {
+    let tf32 = p.dtype == DType::Tf32;
+    (!(tf32 && p.layout_a == Layout::Col), !(tf32 && p.layout_b == Layout::Row))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn wgmma_tf32_space_check_matches_rules(p in problem_strategy(vec![DType::Tf32]), pick in any::<prop::sample::Index>(), arch in prop::sample::select(vec![Arch::Sm90a, Arch::Sm90a, Arch::Sm90a, Arch::Sm120])) {
+        let t = WgmmaGemm::default();
+        let space = t.space(&p, Arch::Sm90a);
+        prop_assert!(!space.is_empty());
+        let c = space[pick.index(space.len())].clone();
+        prop_assert_eq!(c.bk, 32, "tf32 stages are 32 four-byte elements");
+        let (ia, ib) = wgmma_in_place(&p);
+        // In-place operands: 16-byte pitches and (batched) non-overlapping 16-byte batch strides.
+        let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
+        let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
+        let strides_ok = |inplace: bool, stride: u64, span: u64| !inplace || p.batch <= 1 || stride == 0 || (stride % 4 == 0 && stride >= span);
+        let acc = if c.pingpong { c.bm } else { c.bm / c.consumers } / 64 * c.bn / 2;
+        let launch_regs = (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248);
+        // Problem-independent config rules (tile/consumer/stage shapes) are re-stated in
+        // tests/wgmma_check.rs; here: the tf32 problem rules, smem and the K-block bound.
+        let expect = arch == Arch::Sm90a
+            && WgmmaGemm::check_config(&c, Arch::Sm90a).is_ok()
+            && (!ia || p.lda % 4 == 0)
+            && (!ib || p.ldb % 4 == 0)
+            && strides_ok(ia, p.stride_a, rows_a * p.lda as u64)
+            && strides_ok(ib, p.stride_b, rows_b * p.ldb as u64)
+            && wgmma_smem(&c) <= 227 * 1024
+            && c.split_k <= p.k.div_ceil(32)
+            && (c.split_k == 1 || acc + 40 <= launch_regs)
+            // With the staging pre-pass, the boundary case spills (tf32 NN scan on sm_90a).
+            && (c.split_k == 1 || (ia && ib) || acc + 40 < launch_regs);
+        let got = t.check(&p, &c, arch);
+        prop_assert_eq!(got.is_ok(), expect, "{:?} {:?} {}: {:?}", c, p, arch, got);
+        if got.is_ok() {
+            let src = t.emit(&p, &c, arch).unwrap();
+            let instr = format!("m64n{}k8.f32.tf32.tf32", c.wgmma_n);
+            prop_assert!(src.code.contains(&instr));
+            prop_assert_eq!(src.code.contains("int prepass)"), !(ia && ib));
+            prop_assert_eq!(t.launch(&p, &c).dynamic_smem as u64, wgmma_smem(&c));
+            prop_assert_eq!(t.prepass_launch(&p, &c).is_some(), !(ia && ib));
+        } else {
+            prop_assert!(t.emit(&p, &c, arch).is_err());
+        }
+    }
 
     #[test]
     fn simt_check_matches_rules(p in problem_strategy(vec![DType::F32]), arch in arch_strategy(), pick in any::<prop::sample::Index>(), vec in prop::sample::select(vec![1u32, 2, 4])) {
@@ -177,6 +232,12 @@ proptest! {
             let c = t.default_config(&p, arch);
             prop_assert!(t.check(&p, &c, arch).is_ok(), "{:?}", t.check(&p, &c, arch));
         }
+        if arch == Arch::Sm90a && p.dtype != DType::F32 && aligned(&p, 16 / p.dtype.size_bytes() as u64, false) {
+            // wgmma's default takes every 16-byte-aligned problem (stride padding keeps batch entries apart).
+            let t = WgmmaGemm::default();
+            let c = t.default_config(&p, arch);
+            prop_assert!(t.check(&p, &c, arch).is_ok(), "{:?}", t.check(&p, &c, arch));
+        }
     }
 }
 
@@ -198,5 +259,13 @@ fn space_sizes() {
         let v120 = mma.valid_space(&p, Arch::Sm120).len();
         eprintln!("mma {name}: {raw} raw, {valid} valid on sm_90a, {v120} on sm_120");
         assert!(valid >= 100 && valid <= raw && v120 <= valid);
+    }
+    let wg = WgmmaGemm::default();
+    for (la, lb) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)] {
+        let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb);
+        let (raw, valid) = (wg.space(&p, arch).len(), wg.valid_space(&p, arch).len());
+        eprintln!("wgmma 4096^3 tf32 {la:?}{lb:?}: {raw} raw, {valid} valid on sm_90a");
+        assert!(valid >= 100 && valid <= raw);
+        assert!(wg.valid_space(&p, Arch::Sm120).is_empty());
     }
 }

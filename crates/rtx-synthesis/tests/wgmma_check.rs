@@ -12,34 +12,43 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     if arch != Arch::Sm90a || p.validate().is_err() {
         return false;
     }
-    if !matches!(p.dtype, DType::F16 | DType::Bf16) || !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
+    if !matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32) || !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
         return false;
     }
-    if p.lda % 8 != 0 || p.ldb % 8 != 0 || p.batch > 65535 {
+    let esz = p.dtype.size_bytes() as u64;
+    // 16-byte TMA pitches / batch strides, in elements.
+    let align = (16 / esz) as u32;
+    // tf32 M/N-major operands are staged (transposed by the pre-pass): no TMA rule on them.
+    let tf32 = p.dtype == DType::Tf32;
+    let (staged_a, staged_b) = (tf32 && p.layout_a == Layout::Col, tf32 && p.layout_b == Layout::Row);
+    if (!staged_a && p.lda % align != 0) || (!staged_b && p.ldb % align != 0) || p.batch > 65535 {
         return false;
     }
     if p.batch > 1 {
         let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
         let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-        for (s, span) in [(p.stride_a, rows_a * p.lda as u64), (p.stride_b, rows_b * p.ldb as u64)] {
-            if s != 0 && (s % 8 != 0 || s < span || s * 2 >= 1 << 40) {
+        for (s, span, staged) in [(p.stride_a, rows_a * p.lda as u64, staged_a), (p.stride_b, rows_b * p.ldb as u64, staged_b)] {
+            if s != 0 && !staged && (s % align as u64 != 0 || s < span || s * esz >= 1 << 40) {
                 return false;
             }
         }
+    }
+    if c.bk as u64 * esz != 128 {
+        return false;
     }
     let per_tile = if c.pingpong { 1 } else { c.consumers };
     let rows_per_wg = if per_tile == 0 { 0 } else { c.bm / per_tile };
     let acc = rows_per_wg / 64 * c.bn / 2;
     let smem = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages + 1024;
     let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
-    let kblocks = p.k.div_ceil(64);
+    let kblocks = p.k.div_ceil(c.bk);
     let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
     (!c.pingpong || (c.consumers == 2 && c.persistent))
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 <= launch_regs)
+        && (c.split_k == 1 || !(staged_a || staged_b) || acc + 40 < launch_regs)
         && units * (c.cluster_m as u64) < i32::MAX as u64
-        && c.bk == 64
         && (1..=2).contains(&c.consumers)
         && [64, 128, 256].contains(&c.bm)
         && c.bm % (64 * per_tile) == 0
@@ -56,7 +65,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
 }
 
 fn arb_dtype() -> impl Strategy<Value = DType> {
-    prop_oneof![1 => Just(DType::F32), 1 => Just(DType::Tf32), 4 => Just(DType::F16), 4 => Just(DType::Bf16)]
+    prop_oneof![1 => Just(DType::F32), 3 => Just(DType::Tf32), 3 => Just(DType::F16), 3 => Just(DType::Bf16)]
 }
 
 /// A dimension: mostly a multiple of 8 (so packed leading dimensions are TMA-aligned), sometimes odd.
@@ -104,7 +113,7 @@ prop_compose! {
 prop_compose! {
     fn arb_config()(bm in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(192), 3 => Just(256), 1 => Just(32)],
                     bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
-                    bk in prop_oneof![6 => Just(64u32), 1 => Just(32)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
+                    bk in prop_oneof![5 => Just(64u32), 3 => Just(32), 1 => Just(16)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
                     wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(320)],
                     stages in prop_oneof![6 => 2u32..7, 1 => Just(1), 1 => Just(7)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
                     persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)],
@@ -114,10 +123,24 @@ prop_compose! {
     }
 }
 
-/// Half raw random configs, half drawn from the template's own space (mostly valid).
+/// Half raw random configs, half drawn from the template's own spaces (16-bit and tf32; mostly valid).
 fn arb_any_config() -> impl Strategy<Value = WgmmaConfig> {
     let space = WgmmaGemm::default().space(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
-    prop_oneof![arb_config(), proptest::sample::select(space)]
+    let tf32 = WgmmaGemm::default().space(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
+    prop_oneof![2 => arb_config(), 1 => proptest::sample::select(space), 1 => proptest::sample::select(tf32)]
+}
+
+/// A problem, a config and an arch; three times in four the config's `bk` is made the problem
+/// dtype's (so dtype-matched configs are common), otherwise left as drawn (mismatches tested).
+fn arb_case() -> impl Strategy<Value = (GemmProblem, WgmmaConfig, Arch)> {
+    (arb_problem(), arb_any_config(), arb_arch(), 0u8..4).prop_map(|(p, mut c, arch, fit)| {
+        if fit > 0 {
+            if let Some(bk) = WgmmaGemm::block_k(p.dtype) {
+                c.bk = bk;
+            }
+        }
+        (p, c, arch)
+    })
 }
 
 fn arb_arch() -> impl Strategy<Value = Arch> {
@@ -128,7 +151,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
     #[test]
-    fn check_agrees_with_the_documented_rules(p in arb_problem(), c in arb_any_config(), arch in arb_arch()) {
+    fn check_agrees_with_the_documented_rules((p, c, arch) in arb_case()) {
         let t = WgmmaGemm::default();
         let got = t.check(&p, &c, arch);
         prop_assert_eq!(got.is_ok(), documented_ok(&p, &c, arch), "check said {:?}", got);
@@ -139,7 +162,7 @@ proptest! {
     }
 
     #[test]
-    fn emit_never_panics_and_matches_check(p in arb_problem(), c in arb_any_config(), arch in arb_arch()) {
+    fn emit_never_panics_and_matches_check((p, c, arch) in arb_case()) {
         let t = WgmmaGemm::default();
         let checked = t.check(&p, &c, arch).is_ok();
         match t.emit(&p, &c, arch) {
@@ -155,6 +178,25 @@ proptest! {
                 // The tensor maps a valid problem produces satisfy the driver's rules.
                 prop_assert!(tma_desc_a(&p, &c).validate().is_ok());
                 prop_assert!(tma_desc_b(&p, &c).validate().is_ok());
+                // tf32: k8 instructions without transpose immediates, the pre-pass exactly for
+                // M/N-major operands, inner boxes of 32 four-byte elements.
+                let staged = p.dtype == DType::Tf32 && (p.layout_a == Layout::Col || p.layout_b == Layout::Row);
+                prop_assert_eq!(src.code.contains("int prepass)"), staged);
+                prop_assert_eq!(WgmmaGemm::staging_bytes(&p) > 0, staged);
+                if p.dtype == DType::Tf32 {
+                    let instr = format!("wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32", c.wgmma_n);
+                    prop_assert!(src.code.contains(&instr));
+                    prop_assert!(src.code.contains(", p, 1, 1;"));
+                    prop_assert_eq!(tma_desc_a(&p, &c).box_dims[0], 32);
+                    prop_assert_eq!(tma_desc_b(&p, &c).box_dims[0], 32);
+                    let pre = t.prepass_launch(&p, &c);
+                    prop_assert_eq!(pre.is_some(), staged);
+                    if let Some(d) = pre {
+                        prop_assert_eq!(d.grid[0] % c.cluster_m, 0);
+                        prop_assert_eq!(d.grid[2], p.batch);
+                        prop_assert!(d.dynamic_smem <= 227 * 1024);
+                    }
+                }
             }
             Err(e) => {
                 prop_assert!(!checked);
@@ -167,12 +209,18 @@ proptest! {
 #[test]
 fn every_valid_space_config_emits() {
     let t = WgmmaGemm::default();
-    for p in [GemmProblem::nn(4096, 4096, 4096, DType::Bf16), GemmProblem::new(64, 8192, 8192, DType::F16, Layout::Row, Layout::Col)] {
+    for p in [
+        GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
+        GemmProblem::new(64, 8192, 8192, DType::F16, Layout::Row, Layout::Col),
+        GemmProblem::nn(4096, 4096, 4096, DType::Tf32),
+        GemmProblem::new(64, 8192, 8192, DType::Tf32, Layout::Col, Layout::Col),
+    ] {
         let valid = t.valid_space(&p, Arch::Sm90a);
         assert!(valid.len() > 100, "only {} valid configs", valid.len());
+        let k = if p.dtype == DType::Tf32 { 8 } else { 16 };
         for c in &valid {
             let src = t.emit(&p, c, Arch::Sm90a).unwrap();
-            assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k16", c.wgmma_n)));
+            assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k{k}", c.wgmma_n)));
         }
     }
 }
@@ -183,7 +231,7 @@ fn the_random_space_exercises_both_outcomes() {
     use proptest::test_runner::TestRunner;
     let t = WgmmaGemm::default();
     let mut runner = TestRunner::deterministic();
-    let strat = (arb_problem(), arb_any_config(), arb_arch());
+    let strat = arb_case();
     let (mut ok, total) = (0, 4000);
     for _ in 0..total {
         let (p, c, arch) = strat.new_tree(&mut runner).unwrap().current();

@@ -41,7 +41,8 @@ fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
 
 fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
     let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
-    assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32", c.wgmma_n)));
+    let k = if p.dtype == DType::Tf32 { 8 } else { 16 };
+    assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k{k}.f32", c.wgmma_n)));
     assert!(src.code.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"));
     let out = match aot::compile(&src, Arch::Sm90a) {
         Ok(o) => o,
@@ -69,6 +70,117 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
     WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false }
+}
+
+/// The same config with the tf32 stage depth (32 four-byte elements = 128 bytes).
+fn tf(c: WgmmaConfig) -> WgmmaConfig {
+    WgmmaConfig { bk: 32, ..c }
+}
+
+const LAYOUTS: [(Layout, Layout); 4] =
+    [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)];
+
+#[test]
+fn tf32_default_configs_compile_for_every_layout() {
+    if !toolchain_or_skip("tf32_default_configs_compile_for_every_layout") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    for (la, lb) in LAYOUTS {
+        let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb);
+        let c = t.default_config(&p, Arch::Sm90a);
+        assert_eq!((c.bm, c.bn, c.bk, c.consumers, c.stages), (128, 256, 32, 2, 4));
+        compile_and_check(&t, &p, &c);
+    }
+}
+
+#[test]
+fn tf32_tile_shapes_layouts_and_clusters_compile() {
+    if !toolchain_or_skip("tf32_tile_shapes_layouts_and_clusters_compile") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let sk = |c: WgmmaConfig, split_k: u32| WgmmaConfig { split_k, ..c };
+    let pp = |c: WgmmaConfig| WgmmaConfig { pingpong: true, ..c };
+    let cases = [
+        tf(cfg(128, 256, 2, 256, 4, 1)),
+        tf(cfg(128, 128, 1, 128, 6, 1)),
+        tf(cfg(128, 128, 2, 64, 5, 2)),
+        tf(cfg(64, 256, 1, 128, 4, 1)),
+        tf(cfg(256, 128, 2, 128, 4, 2)),
+        tf(cfg(64, 64, 1, 64, 6, 1)),
+        tf(cfg(128, 192, 2, 192, 4, 1)),
+        tf(cfg(128, 256, 2, 128, 4, 2)),
+        sk(tf(cfg(64, 128, 1, 128, 6, 1)), 2),
+        sk(tf(cfg(128, 128, 2, 128, 5, 2)), 2),
+        pp(tf(cfg(64, 256, 2, 256, 4, 1))),
+        pp(tf(cfg(128, 128, 2, 128, 6, 1))),
+        sk(pp(tf(cfg(64, 128, 2, 128, 6, 1))), 3),
+    ];
+    for (i, c) in cases.into_iter().enumerate() {
+        let (la, lb) = LAYOUTS[i % 4];
+        // Odd sizes; A/B pitches padded to 4 floats only where TMA reads the operand in place.
+        let mut p = GemmProblem::new(1000, 1000, 1000, DType::Tf32, la, lb);
+        p.lda = p.lda.next_multiple_of(4);
+        p.ldb = p.ldb.next_multiple_of(4);
+        if i % 3 == 1 {
+            p.epilogue.beta = 0.5;
+            p.epilogue.bias = true;
+            p.epilogue.activation = Activation::GeluErf;
+            p.epilogue.residual = true;
+        }
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        let staged = la == Layout::Col || lb == Layout::Row;
+        assert_eq!(src.code.contains("int prepass)"), staged, "{}", src.entry);
+        compile_and_check(&t, &p, &c);
+    }
+}
+
+#[test]
+fn tf32_sampled_space_compiles() {
+    if !toolchain_or_skip("tf32_sampled_space_compiles") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let nn = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+    let valid: Vec<WgmmaConfig> = t.valid_space(&nn, Arch::Sm90a).into_iter().filter(|c| c.persistent && c.raster_group == 8).collect();
+    assert!(valid.iter().all(|c| c.bk == 32));
+    let step = (valid.len() / 16).max(1);
+    for (i, c) in valid.iter().step_by(step).enumerate() {
+        let (la, lb) = LAYOUTS[i % 4];
+        compile_and_check(&t, &GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb), c);
+    }
+}
+
+#[test]
+fn tf32_ptx_has_k8_tf32_wgmma_and_the_prepass() {
+    if !toolchain_or_skip("tf32_ptx_has_k8_tf32_wgmma_and_the_prepass") {
+        return;
+    }
+    let tc = Toolchain::get().unwrap();
+    let t = WgmmaGemm::default();
+    for (lb, c) in [(Layout::Col, tf(cfg(128, 256, 2, 256, 4, 1))), (Layout::Row, tf(cfg(128, 256, 2, 128, 4, 2)))] {
+        let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, lb);
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        let opts = cudarc::nvrtc::CompileOptions {
+            arch: Some("compute_90a"),
+            include_paths: vec![tc.include_dir.display().to_string()],
+            options: vec!["--std=c++17".into(), "-default-device".into()],
+            ..Default::default()
+        };
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
+        let count = |s: &str| ptx.matches(s).count();
+        // 4 k8 slices (32 bytes of K each) per 128-byte stage.
+        let per_kblock = 4 * c.m_iters() * c.n_iters();
+        assert_eq!(count(&format!("wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32", c.wgmma_n)) as u32, per_kblock);
+        assert_eq!(count("k16"), 0, "no 16-bit wgmma in a tf32 kernel");
+        assert!(count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
+        // The staging pre-pass exists exactly when B is row-major (NN).
+        assert_eq!(ptx.contains("ld.global.nc.f32"), lb == Layout::Row);
+        if lb == Layout::Row {
+            assert!(count("st.global.cg.f32") >= 1, "pre-pass stores");
+        }
+    }
 }
 
 #[test]

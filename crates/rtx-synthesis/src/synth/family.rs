@@ -49,22 +49,21 @@ impl GemmFamily for WgmmaGemm {
         stream: &Stream,
     ) -> Result<(), GemmLaunchError> {
         let need = c.workspace_bytes(p.m, p.n, p.batch);
-        if need == 0 || c.split_k <= 1 {
-            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace: None };
-            return WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from);
-        }
-        let counters = c.workspace_partial_bytes(p.m, p.n, p.batch)..need;
-        with_stream_workspace(stream, need, counters, |ws| {
-            let mut wb = WgmmaBuffers {
-                a: bufs.a,
-                b: bufs.b,
-                c: &mut *bufs.c,
-                bias: bufs.bias,
-                residual: bufs.residual,
-                workspace: Some(ws),
-            };
+        let stage = WgmmaGemm::staging_bytes(p);
+        // Split-K workspace and tf32 staging buffer come from separate per-stream pools, so the
+        // staged operands (rewritten by every launch) never land on split-K counters.
+        let mut launch = |workspace: Option<&mut rtx_runtime::DeviceBuffer>, staging: Option<&mut rtx_runtime::DeviceBuffer>| {
+            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace, staging };
             WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
-        })
+        };
+        let split = need > 0 && c.split_k > 1;
+        let counters = c.workspace_partial_bytes(p.m, p.n, p.batch)..need;
+        match (split, stage > 0) {
+            (false, false) => launch(None, None),
+            (true, false) => with_stream_workspace(stream, need, counters, |ws| launch(Some(ws), None)),
+            (false, true) => with_stream_staging(stream, stage, |st| launch(None, Some(st))),
+            (true, true) => with_stream_workspace(stream, need, counters, |ws| with_stream_staging(stream, stage, |st| launch(Some(ws), Some(st)))),
+        }
     }
 }
 
@@ -192,9 +191,9 @@ fn with_stream_workspace<R>(
     counters: std::ops::Range<u64>,
     f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
 ) -> Result<R, GemmLaunchError> {
-    let mut pool = split_k_workspaces()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>>> =
+        std::sync::OnceLock::new();
+    let mut pool = POOL.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
     let key = stream.id();
     if pool.get(&key).is_none_or(|w| (w.buffer.len() as u64) < need) {
         pool.remove(&key);
@@ -219,11 +218,26 @@ struct StreamWorkspace {
     last_counters: Option<std::ops::Range<u64>>,
 }
 
-/// Split-K workspaces of the wgmma and mma families, one per stream (keyed by [`Stream::id`]).
-fn split_k_workspaces() -> &'static std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>> {
-    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>>> =
+/// Runs `f` with this stream's tf32 staging buffer (wgmma pre-pass) of at least `need` bytes;
+/// kept per stream like the split-K workspaces, never zeroed (every pre-pass rewrites the part
+/// its GEMM reads).
+fn with_stream_staging<R>(
+    stream: &Stream,
+    need: u64,
+    f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
+) -> Result<R, GemmLaunchError> {
+    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>> =
         std::sync::OnceLock::new();
-    POOL.get_or_init(Default::default)
+    let mut pool = POOL.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let key = stream.id();
+    if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
+        pool.remove(&key);
+        pool.insert(key, stream.device().alloc(need as usize, stream)?);
+    }
+    let st = pool
+        .get_mut(&key)
+        .ok_or_else(|| GemmLaunchError::Other("tf32 staging buffer vanished".into()))?;
+    f(st)
 }
 
 /// A template whose space is at most `limit` of the inner template's valid configs, picked

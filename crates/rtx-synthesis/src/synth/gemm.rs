@@ -142,15 +142,16 @@ pub fn family_accepts<F: GemmFamily>(family: &F, p: &GemmProblem, arch: Arch) ->
 }
 
 /// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
-/// (any arch); f16/bf16 with wgmma on sm_90a, else mma.sync; tf32 with mma.sync.
+/// (any arch); f16/bf16/tf32 with wgmma on sm_90a (tf32 M/N-major operands through its
+/// transpose pre-pass), else mma.sync. A problem wgmma refuses (e.g. a K-major operand whose
+/// row pitch is not a multiple of 16 bytes) falls back to mma.sync.
 pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
     match p.dtype {
         DType::F32 => vec![GemmFamilyKind::Simt],
-        DType::F16 | DType::Bf16 if arch == Arch::Sm90a => {
+        DType::F16 | DType::Bf16 | DType::Tf32 if arch == Arch::Sm90a => {
             vec![GemmFamilyKind::Wgmma, GemmFamilyKind::Mma]
         }
-        DType::F16 | DType::Bf16 => vec![GemmFamilyKind::Mma],
-        DType::Tf32 => vec![GemmFamilyKind::Mma],
+        DType::F16 | DType::Bf16 | DType::Tf32 => vec![GemmFamilyKind::Mma],
     }
 }
 
@@ -355,10 +356,35 @@ mod tests {
             select_family(&bf, Arch::Sm120, &info).unwrap(),
             GemmFamilyKind::Mma
         );
-        let tf = GemmSpec::new(512, 512, 512, DType::Tf32).problem().unwrap();
+        // tf32: wgmma on Hopper for every layout (NN stages B through the pre-pass), mma.sync
+        // elsewhere.
+        for (la, lb) in [
+            (Layout::Row, Layout::Row),
+            (Layout::Row, Layout::Col),
+            (Layout::Col, Layout::Row),
+            (Layout::Col, Layout::Col),
+        ] {
+            let tf = GemmSpec::new(512, 512, 512, DType::Tf32)
+                .with_layouts(la, lb)
+                .problem()
+                .unwrap();
+            assert_eq!(
+                select_family(&tf, Arch::Sm90a, &info).unwrap(),
+                GemmFamilyKind::Wgmma,
+                "{la:?}{lb:?}"
+            );
+            assert_eq!(
+                select_family(&tf, Arch::Sm120, &info).unwrap(),
+                GemmFamilyKind::Mma
+            );
+        }
+        // A staged operand may have any pitch (NN, ldb = N = 1001): only wgmma takes it.
+        let tf_odd = GemmSpec::new(512, 1001, 512, DType::Tf32)
+            .problem()
+            .unwrap();
         assert_eq!(
-            select_family(&tf, Arch::Sm90a, &info).unwrap(),
-            GemmFamilyKind::Mma
+            select_family(&tf_odd, Arch::Sm90a, &info).unwrap(),
+            GemmFamilyKind::Wgmma
         );
         // Odd leading dimensions: the SIMT path serves them with scalar accesses.
         let odd32 = GemmSpec::new(1001, 1001, 1001, DType::F32)

@@ -178,6 +178,9 @@ struct PreparedWgmma {
     problem: GemmProblem,
     config: WgmmaConfig,
     workspace: Option<DeviceBuffer>,
+    /// tf32 staging buffer (M/N-major tf32 operands are transposed into it by the kernel's
+    /// pre-pass launch, which `enqueue` issues before the GEMM, so its time is measured too).
+    staging: Option<DeviceBuffer>,
     what: String,
 }
 
@@ -190,6 +193,7 @@ impl PreparedGemm for PreparedWgmma {
             bias: None,
             residual: None,
             workspace: self.workspace.as_mut(),
+            staging: self.staging.as_mut(),
         };
         self.template
             .enqueue(
@@ -225,7 +229,7 @@ impl GemmTemplateKind for Wgmma {
         WgmmaGemm::new(gpu.device.info().sm_count)
     }
     fn dtypes(&self) -> &'static [DType] {
-        &[DType::F16, DType::Bf16]
+        &[DType::Tf32, DType::F16, DType::Bf16]
     }
     fn prepare(
         &self,
@@ -249,6 +253,16 @@ impl GemmTemplateKind for Wgmma {
         } else {
             None
         };
+        let st_bytes = WgmmaGemm::staging_bytes(p);
+        let staging = if st_bytes > 0 {
+            Some(
+                gpu.device
+                    .alloc(st_bytes as usize, &gpu.stream)
+                    .map_err(|e| format!("tf32 staging buffer: {e}"))?,
+            )
+        } else {
+            None
+        };
         Ok(Box::new(PreparedWgmma {
             _module: module,
             function,
@@ -256,6 +270,7 @@ impl GemmTemplateKind for Wgmma {
             problem: *p,
             config,
             workspace,
+            staging,
             what,
         }))
     }
@@ -430,6 +445,7 @@ mod tests {
         assert_eq!(Simt.dtypes(), &[DType::F32]);
         assert!(Mma.dtypes().contains(&DType::Tf32) && Mma.dtypes().contains(&DType::Bf16));
         assert!(!Wgmma.dtypes().contains(&DType::F32));
+        assert!(Wgmma.dtypes().contains(&DType::Tf32), "wgmma serves tf32 on Hopper");
         let labels: Vec<String> = [
             DefaultCandidate(Simt).label(),
             DefaultCandidate(Mma).label(),

@@ -1,5 +1,5 @@
-//! Hopper GEMM template: `wgmma.mma_async` + TMA + mbarriers, warp-specialized, f16/bf16 inputs,
-//! fp32 accumulation, fused epilogue, sm_90a only.
+//! Hopper GEMM template: `wgmma.mma_async` + TMA + mbarriers, warp-specialized, f16/bf16/tf32
+//! inputs, fp32 accumulation, fused epilogue, sm_90a only.
 //!
 //! # Kernel ABI
 //! The common GEMM parameters of `GEMM_ABI.md`, followed by two by-value tensor maps:
@@ -8,7 +8,8 @@
 //!     const TOut* residual, int M, int N, int K, int lda, int ldb, int ldc,
 //!     long long stride_a, long long stride_b, long long stride_c, float alpha, float beta,
 //!     const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB,
-//!     float* ws, unsigned* counters)
+//!     float* ws, unsigned* counters
+//!     [, TIn* stage_a, TIn* stage_b, int prepass])   // tf32 with an M/N-major operand only
 //! ```
 //! `tmA`/`tmB` are 128-byte `CUtensorMap`s (128-byte aligned parameters) encoded from [`tma_desc_a`] /
 //! [`tma_desc_b`] plus the A/B base addresses (`cuTensorMapEncodeTiled`, rank 3, 128B swizzle,
@@ -24,19 +25,39 @@
 //! `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`). Cluster dims are compiled in with
 //! `__cluster_dims__`, so a plain `cuLaunchKernel` launches clusters.
 //!
+//! # tf32
+//! f32 storage, tf32 math (`wgmma ... m64nNk8.f32.tf32.tf32`: the tensor cores read the top 19
+//! bits of each f32), f32 accumulation. A stage is still 128 bytes of K (`bk` = 32 elements),
+//! the 128B swizzle, descriptors and TMA boxes are byte-for-byte those of the 16-bit K-major
+//! path, and one wgmma consumes 32 bytes of K as before (k8 instead of k16). tf32 wgmma has no
+//! transpose immediates: both operands must be K-major in shared memory. Row-major A and
+//! column-major B (NT) are read in place; an M/N-major tf32 operand (column-major A, row-major
+//! B: NN, TN, TT) is transposed into a K-major staging buffer by a pre-pass launch of the same
+//! kernel ([`staging`]), which such kernels take as three extra trailing parameters
+//! `TIn* stage_a, TIn* stage_b, int prepass`. [`WgmmaGemm::enqueue`] issues both launches, so
+//! the transpose is part of the GEMM's time. (The alternative, rejecting those layouts so the
+//! mma.sync family serves them, runs at ~0.37x cuBLAS on the H200; the transpose costs one read
+//! and one write of the operand, ~10% of a 4096^3 GEMM and ~5% at 8192^3.)
+//!
 //! # Constraints (`check`)
-//! sm_90a; f16/bf16 inputs; output f32/f16/bf16; `lda * 2` and `ldb * 2` multiples of 16 bytes
-//! (TMA global strides); batch strides multiples of 8 elements that do not overlap, < 2^39;
-//! batch <= 65535; `split_k <= ceil(K / 64)` (every K slice has a k-block); the split-K
+//! sm_90a; f16/bf16/tf32 inputs; output f32/f16/bf16; `bk * element size == 128` (64 for
+//! f16/bf16, 32 for tf32); the leading dimension of every operand TMA reads in place a multiple
+//! of 16 bytes (TMA global strides; a staged tf32 operand may have any leading dimension);
+//! batch strides of those operands multiples of 16 bytes that do not overlap, < 2^40 bytes;
+//! batch <= 65535; `split_k <= ceil(K / bk)` (every K slice has a k-block); with the staging
+//! pre-pass, split-K only below the register boundary (`acc + 40 < launch registers`: the
+//! 128-accumulator ping-pong split-K configs spill there); the split-K
 //! workspace below 2^31 float4s; and the config rules of [`WgmmaGemm::check_config`]. At launch
-//! the A/B base addresses (and the workspace) must be 16-byte aligned (TMA). All four A/B layouts are supported (row-major A is
-//! K-major; column-major operands use the wgmma transpose bits).
+//! the A/B base addresses (and the workspaces) must be 16-byte aligned (TMA). All four A/B
+//! layouts are supported (row-major A is K-major; column-major f16/bf16 operands use the wgmma
+//! transpose bits; M/N-major tf32 operands are staged).
 //!
 //! # Modules
 //! - [`config`]: the typed config and its resources (threads, smem, register budgets).
 //! - [`layout`]: where each TMA box lands and where each wgmma descriptor points (model-checked).
 //! - [`ptx`]: inline-PTX helpers, descriptor encoding, the `wgmma.mma_async` wrapper built from N.
 //! - [`codegen`]: the kernel source. [`tma`]: tensor-map descriptions. [`host`]: [`WgmmaGemm::enqueue`].
+//! - [`staging`]: the tf32 transpose pre-pass (which operands, the staging buffer, its code).
 
 pub mod codegen;
 pub mod config;
@@ -44,16 +65,18 @@ pub mod cost;
 pub mod host;
 pub mod layout;
 pub mod ptx;
+pub mod staging;
 pub mod tma;
 
 pub use config::WgmmaConfig;
 pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
+pub use staging::{kernel_problem, staging, staging_bytes, Staging};
 pub use tma::{tma_desc_a, tma_desc_b, TmaDesc, TmaDescError, TmaSwizzle};
 
 use super::{Activation, GemmProblem, Layout};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
-use config::BLOCK_K;
+use config::{BLOCK_K, BLOCK_K_TF32, SWIZZLE_BYTES};
 
 /// Template name (symbols, caches, tuning database).
 pub const NAME: &str = "gemm_wgmma";
@@ -124,9 +147,44 @@ impl WgmmaGemm {
         (tma_desc_a(p, c), tma_desc_b(p, c))
     }
 
+    /// The stage depth `bk` (elements) of `dtype`: 128 bytes of K, i.e. 64 for f16/bf16 and 32
+    /// for tf32; `None` for input types the template does not take.
+    pub fn block_k(dtype: DType) -> Option<u32> {
+        match dtype {
+            DType::F16 | DType::Bf16 => Some(BLOCK_K),
+            DType::Tf32 => Some(BLOCK_K_TF32),
+            DType::F32 => None,
+        }
+    }
+
+    /// Bytes of the staging buffer `p` needs (the K-major copies of its M/N-major tf32
+    /// operands; 0 for f16/bf16 and for tf32 NT). See [`staging`].
+    pub fn staging_bytes(p: &GemmProblem) -> u64 {
+        staging::staging_bytes(p)
+    }
+
+    /// Launch dimensions of the tf32 staging pre-pass for `p` (`None` when nothing is staged):
+    /// the kernel's block size, one warp-sized 64 x 33 float tile of dynamic shared memory per
+    /// warp, at most one block per SM along `x` (a whole number of clusters), `batch` along `z`.
+    pub fn prepass_launch(&self, p: &GemmProblem, c: &WgmmaConfig) -> Option<LaunchDims> {
+        if !staging(p).any() {
+            return None;
+        }
+        let (ta, tb) = staging::prepass_tiles(p);
+        let warps = c.threads() / 32;
+        let cl = c.cluster_m.max(1);
+        let blocks = (ta + tb).div_ceil(warps as u64).clamp(1, self.sm_count.max(1) as u64) as u32;
+        Some(LaunchDims {
+            grid: [blocks.next_multiple_of(cl), 1, p.batch.max(1)],
+            block: [c.threads(), 1, 1],
+            dynamic_smem: warps * staging::WARP_TILE_BYTES,
+        })
+    }
+
     /// Problem-independent rules of a config on `arch`, as a reason string.
     ///
-    /// `bk == 64`; `consumers` 1 or 2; `bm` in {64, 128, 256} and a multiple of `64 * consumers`;
+    /// `bk` 64 or 32 (one 128-byte swizzle span of 2- or 4-byte elements; which one is the
+    /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1 or 2; `bm` in {64, 128, 256} and a multiple of `64 * consumers`;
     /// `bn` in {64, 128, 192, 256}; `wgmma_n` a multiple of 64 in 64..=256 dividing `bn`; at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=6; `cluster_m` 1 or 2 (2 needs
     /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
@@ -135,8 +193,11 @@ impl WgmmaGemm {
     /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); shared
     /// memory within the arch's opt-in limit.
     pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
-        if c.bk != BLOCK_K {
-            return Err(format!("bk={} must be {BLOCK_K} (one 128-byte swizzle span of 2-byte elements)", c.bk));
+        if c.bk != BLOCK_K && c.bk != BLOCK_K_TF32 {
+            return Err(format!(
+                "bk={} must be {BLOCK_K} (f16/bf16) or {BLOCK_K_TF32} (tf32): one {SWIZZLE_BYTES}-byte swizzle span",
+                c.bk
+            ));
         }
         if !(1..=2).contains(&c.consumers) {
             return Err(format!("consumers={} must be 1 or 2", c.consumers));
@@ -208,20 +269,26 @@ impl WgmmaGemm {
     }
 
     /// Problem rules (dtype, alignment, batching), as a reason string.
+    ///
+    /// Operands TMA reads in place (all f16/bf16 operands, K-major tf32 operands) need 16-byte
+    /// row pitches and, when batched, 16-byte batch strides that do not overlap and stay below
+    /// 2^40 bytes. Staged tf32 operands (M/N-major) are read by the pre-pass with plain loads,
+    /// so only their staged copy's batch stride has to fit a TMA map.
     pub fn check_problem(p: &GemmProblem) -> Result<(), String> {
         p.validate().map_err(|e| e.to_string())?;
-        if !matches!(p.dtype, DType::F16 | DType::Bf16) {
+        if !matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32) {
             return Err(format!(
-                "dtype {}: the wgmma template handles f16 and bf16 inputs only (use the mma.sync/SIMT templates)",
+                "dtype {}: the wgmma template handles f16, bf16 and tf32 inputs only (use the SIMT template for f32)",
                 p.dtype
             ));
         }
         if !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
             return Err(format!("out_dtype {}: must be f32, f16 or bf16", p.epilogue.out_dtype));
         }
+        let st = staging(p);
         let esz = p.dtype.size_bytes() as u64;
-        for (name, ld) in [("lda", p.lda), ("ldb", p.ldb)] {
-            if (ld as u64 * esz) % 16 != 0 {
+        for (name, ld, staged) in [("lda", p.lda, st.a), ("ldb", p.ldb, st.b)] {
+            if !staged && (ld as u64 * esz) % 16 != 0 {
                 return Err(format!("{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16", ld as u64 * esz));
             }
         }
@@ -231,8 +298,10 @@ impl WgmmaGemm {
         if p.batch > 1 {
             let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
             let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-            for (name, stride, span) in [("stride_a", p.stride_a, rows_a * p.lda as u64), ("stride_b", p.stride_b, rows_b * p.ldb as u64)] {
-                if stride == 0 {
+            for (name, stride, span, staged) in
+                [("stride_a", p.stride_a, rows_a * p.lda as u64, st.a), ("stride_b", p.stride_b, rows_b * p.ldb as u64, st.b)]
+            {
+                if stride == 0 || staged {
                     continue;
                 }
                 if (stride * esz) % 16 != 0 {
@@ -244,6 +313,18 @@ impl WgmmaGemm {
                 if stride * esz >= 1 << 40 {
                     return Err(format!("{name}={stride}: TMA strides must be below 2^40 bytes"));
                 }
+            }
+        }
+        if st.any() {
+            let q = staging::kernel_problem(p);
+            for (name, stride) in [("A", q.stride_a), ("B", q.stride_b)] {
+                if stride * esz >= 1 << 40 {
+                    return Err(format!("staged tf32 {name}: its batch stride ({} bytes) must be below 2^40 (TMA)", stride * esz));
+                }
+            }
+            let (ta, tb) = staging::prepass_tiles(p);
+            if ta + tb >= (i32::MAX / 2) as u64 {
+                return Err(format!("{} staging pre-pass tiles per batch entry exceed the 32-bit tile index", ta + tb));
             }
         }
         Ok(())
@@ -262,11 +343,14 @@ impl Template for WgmmaGemm {
         VERSION
     }
 
-    fn space(&self, _problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
+    fn space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
         let mut v = Vec::new();
         if arch != Arch::Sm90a {
             return v;
         }
+        // One stage is 128 bytes of K: 64 f16/bf16 or 32 tf32 elements (f32 problems are
+        // rejected by check; give them the 16-bit depth).
+        let bk = Self::block_k(problem.dtype).unwrap_or(BLOCK_K);
         for bm in [64u32, 128, 256] {
             for bn in [64u32, 128, 192, 256] {
                 for consumers in [1u32, 2] {
@@ -291,7 +375,7 @@ impl Template for WgmmaGemm {
                                                 v.push(WgmmaConfig {
                                                     bm,
                                                     bn,
-                                                    bk: BLOCK_K,
+                                                    bk,
                                                     consumers,
                                                     wgmma_n,
                                                     stages,
@@ -321,11 +405,30 @@ impl Template for WgmmaGemm {
         }
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
+        if let Some(bk) = Self::block_k(problem.dtype) {
+            if config.bk != bk {
+                return Err(fail(format!(
+                    "bk={} must be {bk} for {} ({bk} x {}-byte elements = one {SWIZZLE_BYTES}-byte swizzle span per stage)",
+                    config.bk,
+                    problem.dtype,
+                    problem.dtype.size_bytes()
+                )));
+            }
+        }
         let blocks = config.units(problem.m, problem.n) * config.cluster_m as u64;
         if blocks > i32::MAX as u64 {
             return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
         }
-        let kblocks = problem.k.div_ceil(BLOCK_K);
+        if config.split_k > 1 && staging(problem).any() && config.acc_regs() + 40 >= config.launch_regs() {
+            return Err(fail(format!(
+                "split_k={} with {} accumulators per thread in a {}-thread block ({} registers at launch) beside the tf32 staging pre-pass: the fix-up spills",
+                config.split_k,
+                config.acc_regs(),
+                config.threads(),
+                config.launch_regs()
+            )));
+        }
+        let kblocks = problem.k.div_ceil(config.bk);
         if config.split_k > kblocks {
             return Err(fail(format!("split_k={} exceeds the {kblocks} k-blocks of K={}", config.split_k, problem.k)));
         }
@@ -336,11 +439,14 @@ impl Template for WgmmaGemm {
         Ok(())
     }
 
-    fn default_config(&self, _problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
+    /// 128 x 256 tiles, 2 consumer warpgroups (64 x 256 each, n256 instructions), 4 stages of
+    /// 128 bytes of K (64 f16/bf16 or 32 tf32 elements: 4 x 48 KiB + barriers + slack =
+    /// 193 KiB of the 227 KiB), persistent, 8-row rasterization.
+    fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
         WgmmaConfig {
             bm: 128,
             bn: 256,
-            bk: BLOCK_K,
+            bk: Self::block_k(problem.dtype).unwrap_or(BLOCK_K),
             consumers: 2,
             wgmma_n: 256,
             stages: 4,
@@ -394,15 +500,80 @@ mod tests {
     #[test]
     fn default_config_is_valid_for_every_layout_and_dtype() {
         let t = WgmmaGemm::default();
-        for dtype in [DType::F16, DType::Bf16] {
+        for dtype in [DType::F16, DType::Bf16, DType::Tf32] {
             for la in [Layout::Row, Layout::Col] {
                 for lb in [Layout::Row, Layout::Col] {
                     let p = GemmProblem::new(4096, 4096, 4096, dtype, la, lb);
                     let c = t.default_config(&p, Arch::Sm90a);
                     t.check(&p, &c, Arch::Sm90a).unwrap();
+                    assert_eq!(c.bk * dtype.size_bytes() as u32, 128);
+                    assert!(c.smem_bytes() <= 227 * 1024);
                 }
             }
         }
+    }
+
+    #[test]
+    fn tf32_rules() {
+        let t = WgmmaGemm::default();
+        let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
+        let c = t.default_config(&nt, Arch::Sm90a);
+        assert_eq!((c.bm, c.bn, c.bk, c.consumers, c.stages), (128, 256, 32, 2, 4));
+        t.check(&nt, &c, Arch::Sm90a).unwrap();
+        // bk is the dtype's: 64 tf32 elements would be 256 bytes (two swizzle spans).
+        let wide = WgmmaConfig { bk: 64, ..c.clone() };
+        assert!(t.check(&nt, &wide, Arch::Sm90a).unwrap_err().reason.contains("bk=64 must be 32 for tf32"));
+        let bf = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
+        assert!(t.check(&bf, &c, Arch::Sm90a).unwrap_err().reason.contains("bk=32 must be 64 for bf16"));
+        assert!(t.check(&nt, &WgmmaConfig { bk: 16, ..c.clone() }, Arch::Sm90a).unwrap_err().reason.contains("bk=16"));
+        // K-major tf32 operands are read by TMA in place: 16-byte pitches (4 elements).
+        let odd = GemmProblem::new(256, 256, 1002, DType::Tf32, Layout::Row, Layout::Col);
+        assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("lda=1002"));
+        // A staged (row-major) B may have any pitch; A is still read in place.
+        let nn = GemmProblem { lda: 1004, ldb: 1001, ..GemmProblem::nn(256, 1001, 1002, DType::Tf32) };
+        t.check(&nn, &c, Arch::Sm90a).unwrap();
+        let tt = GemmProblem::new(999, 1001, 1003, DType::Tf32, Layout::Col, Layout::Row);
+        t.check(&tt, &c, Arch::Sm90a).unwrap();
+        // split_k is bounded by K / 32 k-blocks.
+        let short = GemmProblem::new(64, 4096, 96, DType::Tf32, Layout::Row, Layout::Col);
+        let sk = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, split_k: 3, ..c.clone() };
+        t.check(&short, &sk, Arch::Sm90a).unwrap();
+        let sk4 = WgmmaConfig { split_k: 4, ..sk };
+        assert!(t.check(&short, &sk4, Arch::Sm90a).unwrap_err().reason.contains("3 k-blocks"));
+        // Ping-pong split-K with 128 accumulators at 384 threads is accepted for NT but spills
+        // beside the pre-pass (NN), so it is refused there.
+        let pp = WgmmaConfig { bm: 256, bn: 64, consumers: 2, wgmma_n: 64, stages: 4, split_k: 2, pingpong: true, ..c.clone() };
+        t.check(&nt, &pp, Arch::Sm90a).unwrap();
+        let nn4 = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+        assert!(t.check(&nn4, &pp, Arch::Sm90a).unwrap_err().reason.contains("staging pre-pass: the fix-up spills"));
+        // Every space config carries the tf32 depth.
+        let space = t.valid_space(&nt, Arch::Sm90a);
+        assert!(space.len() > 100 && space.iter().all(|c| c.bk == 32));
+        assert!(space.iter().any(|c| c.bm == 128 && c.bn == 256 && c.stages == 4));
+        assert!(!space.iter().any(|c| c.bm == 128 && c.bn == 256 && c.stages == 5), "5 x 48 KiB exceeds 227 KiB");
+    }
+
+    #[test]
+    fn tf32_prepass_launch_covers_the_staged_tiles() {
+        let t = WgmmaGemm::new(132);
+        let nn = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+        let c = t.default_config(&nn, Arch::Sm90a);
+        let d = t.prepass_launch(&nn, &c).unwrap();
+        assert_eq!(d.grid, [132, 1, 1]);
+        assert_eq!(d.block, [384, 1, 1]);
+        assert_eq!(d.dynamic_smem, 12 * 64 * 33 * 4);
+        let small = GemmProblem::nn(64, 64, 64, DType::Tf32).batched(3);
+        let cl = WgmmaConfig { cluster_m: 2, ..c.clone() };
+        let d = t.prepass_launch(&small, &cl).unwrap();
+        assert_eq!(d.grid, [2, 1, 3], "one block's worth of tiles, rounded to a cluster");
+        let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
+        assert!(t.prepass_launch(&nt, &c).is_none());
+        assert_eq!(WgmmaGemm::staging_bytes(&nt), 0);
+        let src = t.emit(&nn, &c, Arch::Sm90a).unwrap();
+        assert!(src.code.contains("int prepass)") && src.code.contains("stage_operands(A, B, stage_a, stage_b"));
+        assert!(src.code.contains("m64n256k8.f32.tf32.tf32") && !src.code.contains("k16"));
+        let nt_src = t.emit(&nt, &c, Arch::Sm90a).unwrap();
+        assert!(!nt_src.code.contains("prepass"), "NT reads both operands in place");
     }
 
     #[test]

@@ -10,10 +10,16 @@
 //! launch. The producer runs ahead across units (it only waits for free stages), so the next
 //! unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
 //! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace.
+//!
+//! tf32 kernels read both operands K-major (m64nNk8, no transpose immediates); when the problem
+//! has an M/N-major tf32 operand the kernel also carries the staging pre-pass
+//! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
+//! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
 use super::config::{WgmmaConfig, PRODUCER_REGS};
 use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
-use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, DEVICE_HELPERS};
+use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, DEVICE_HELPERS};
+use super::staging::{emit_prepass_fns, staging};
 use super::tma::{a_is_k_major, b_is_k_major};
 use crate::templates::codegen::CudaWriter;
 use crate::templates::gemm::{Activation, GemmProblem};
@@ -320,7 +326,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
     w.line("wgmma_fence();");
     for kk in 0..k16_slices() {
-        w.open(format!("/* k16 slice {kk} */"));
+        w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
         // The first slice of a tile overwrites the accumulators (scale-d = 0).
         w.line(if kk == 0 { "const int sc = kb > kb0 ? 1 : 0;" } else { "const int sc = 1;" });
         for mi in 0..c.m_iters() {
@@ -331,7 +337,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         }
         for mi in 0..c.m_iters() {
             for ni in 0..c.n_iters() {
-                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n), acc_name(mi, ni)));
+                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n, p.dtype), acc_name(mi, ni)));
             }
         }
         w.close("");
@@ -485,7 +491,12 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.lines(DEVICE_HELPERS);
     emit_wgmma_fn(&mut w, c.wgmma_n, p.dtype, !a_is_k_major(p), !b_is_k_major(p));
     emit_epilogue_fns(&mut w, p);
+    let stage = staging(p);
+    if stage.any() {
+        emit_prepass_fns(&mut w, stage);
+    }
     w.line("");
+    let stage_params = if stage.any() { ",\n    TIn* stage_a, TIn* stage_b, int prepass" } else { "" };
     let cluster_attr = if c.cluster_m > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_m) } else { String::new() };
     w.open(format!(
         "extern \"C\" __global__ void __launch_bounds__(THREADS, 1){cluster_attr} {entry}(\n    \
@@ -494,9 +505,16 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
          long long stride_a, long long stride_b, long long stride_c,\n    \
          float alpha, float beta,\n    \
          const __grid_constant__ TmaMap tmA, const __grid_constant__ TmaMap tmB,\n    \
-         float* ws, unsigned* counters)"
+         float* ws, unsigned* counters{stage_params})"
     ));
     w.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
+    if stage.any() {
+        w.comment("Launch 1 of 2 (prepass != 0): transpose the M/N-major tf32 operands into the K-major staging buffer.");
+        w.open("if (prepass)");
+        w.line("stage_operands(A, B, stage_a, stage_b, M, N, K, lda, ldb, stride_a, stride_b, smem_raw);");
+        w.line("return;");
+        w.close("");
+    }
     w.comment("128B-swizzled tiles must start on 1024-byte boundaries (wgmma descriptor base offset 0).");
     w.line("const unsigned smem = (smem_u32(smem_raw) + 1023u) & ~1023u;");
     w.line("const unsigned bar_full = smem + BAR_OFFSET;");

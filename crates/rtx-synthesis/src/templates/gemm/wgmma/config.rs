@@ -3,17 +3,21 @@
 
 use serde::{Deserialize, Serialize};
 
-/// K depth of one pipeline stage: 64 two-byte elements = 128 bytes, the 128B-swizzle span.
+/// K depth of one pipeline stage for 2-byte inputs (f16/bf16): 64 elements = 128 bytes, the
+/// 128B-swizzle span.
 pub const BLOCK_K: u32 = 64;
+/// K depth of one pipeline stage for tf32 (4-byte f32 storage): 32 elements = 128 bytes.
+pub const BLOCK_K_TF32: u32 = 32;
 /// Threads in one warpgroup.
 pub const WARPGROUP: u32 = 128;
 /// Registers per thread the producer warpgroup keeps after `setmaxnreg.dec`.
 pub const PRODUCER_REGS: u32 = 40;
 /// Registers of one SM (and the most one block may use).
 pub const REGS_PER_SM: u32 = 65_536;
-/// Bytes one swizzle atom row spans (and the TMA box inner extent for 2-byte types).
+/// Bytes one swizzle atom row spans: the K extent of one stage (`bk` elements) and the TMA box
+/// inner extent, for every input type.
 pub const SWIZZLE_BYTES: u32 = 128;
-/// Bytes of one 64 x 64 two-byte TMA box (one MN-major swizzle column).
+/// Bytes of one 64 x 64 two-byte TMA box (one MN-major swizzle column; 2-byte types only).
 pub const BOX_BYTES: u32 = BLOCK_K * SWIZZLE_BYTES;
 /// Slack added to the dynamic shared memory so the kernel can align its base to 1024 bytes.
 pub const SMEM_ALIGN_SLACK: u32 = 1024;
@@ -24,14 +28,17 @@ pub const SMEM_ALIGN_SLACK: u32 = 1024;
 /// `bm / consumers` rows, i.e. `bm / consumers / 64` wgmma m64 instructions per k16 step) and
 /// one producer warpgroup that streams `bm x 64` / `64 x bn` slabs of A and B through a ring of
 /// `stages` shared-memory buffers with TMA. Each consumer issues `bn / wgmma_n` instructions
-/// `wgmma.mma_async.m64n{wgmma_n}k16` per m64 row block and k16 step.
+/// `wgmma.mma_async.m64n{wgmma_n}k16` (f16/bf16; `k8` for tf32) per m64 row block and 32-byte
+/// K slice. One stage spans 128 bytes of K whatever the input type (`bk * element size == 128`,
+/// enforced by `check`), so every byte count below is the same for f16/bf16 (`bk` 64) and
+/// tf32 (`bk` 32).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct WgmmaConfig {
     /// Block tile rows (64, 128 or 256; a multiple of `64 * consumers`).
     pub bm: u32,
     /// Block tile columns (64, 128, 192 or 256).
     pub bn: u32,
-    /// Block tile depth; must be [`BLOCK_K`] (64).
+    /// Block tile depth in elements: [`BLOCK_K`] (64) for f16/bf16, [`BLOCK_K_TF32`] (32) for tf32.
     pub bk: u32,
     /// Consumer (MMA) warpgroups: 1 or 2.
     pub consumers: u32,
@@ -92,12 +99,12 @@ impl WgmmaConfig {
         4 * self.consumers_per_unit()
     }
 
-    /// wgmma m64 instructions per consumer per k16 step along M.
+    /// wgmma m64 instructions per consumer per K slice along M.
     pub fn m_iters(&self) -> u32 {
         self.rows_per_consumer() / 64
     }
 
-    /// wgmma instructions per m64 block per k16 step along N.
+    /// wgmma instructions per m64 block per K slice along N.
     pub fn n_iters(&self) -> u32 {
         self.bn / self.wgmma_n.max(1)
     }
@@ -107,14 +114,14 @@ impl WgmmaConfig {
         self.m_iters() * self.bn / 2
     }
 
-    /// Bytes of A in one stage.
+    /// Bytes of A in one stage: `bm` rows of one 128-byte K span.
     pub fn a_stage_bytes(&self) -> u32 {
-        self.bm * self.bk * 2
+        self.bm * SWIZZLE_BYTES
     }
 
-    /// Bytes of B in one stage.
+    /// Bytes of B in one stage: `bn` rows of one 128-byte K span.
     pub fn b_stage_bytes(&self) -> u32 {
-        self.bn * self.bk * 2
+        self.bn * SWIZZLE_BYTES
     }
 
     /// Bytes TMA delivers per stage (both operands, full boxes including zero fill).
@@ -264,6 +271,16 @@ mod tests {
         // 3 tile rows round up to 4 (two clusters).
         assert_eq!(cl.tile_slots(300, 512), 4 * 2);
         assert!(cl.tag().ends_with("_k3"));
+    }
+
+    #[test]
+    fn tf32_stages_hold_the_same_bytes_as_bf16() {
+        // bk 32 tf32 elements = 128 bytes = bk 64 bf16 elements.
+        let t = WgmmaConfig { bk: BLOCK_K_TF32, ..big() };
+        assert_eq!(t.stage_bytes(), big().stage_bytes());
+        assert_eq!(t.a_stage_bytes(), 128 * 32 * 4);
+        assert_eq!(t.b_stage_bytes(), 256 * 32 * 4);
+        assert!(t.smem_bytes() <= 227 * 1024);
     }
 
     #[test]

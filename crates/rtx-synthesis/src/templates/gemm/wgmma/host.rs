@@ -1,11 +1,14 @@
 //! Host side of the wgmma GEMM: encodes the two rank-3 TMA tensor maps, opts the kernel in to
-//! its dynamic shared memory and launches it with the common GEMM arguments plus the maps.
+//! its dynamic shared memory and launches it with the common GEMM arguments plus the maps (for a
+//! tf32 problem with an M/N-major operand: the staging pre-pass first, then the GEMM, both in
+//! stream order; see [`super::staging`]).
 //!
 //! The rank-3 maps are encoded here with `cuTensorMapEncodeTiled` directly because the runtime
 //! only wraps rank-2 maps (`rtx_runtime::encode_tensor_map_2d`); move this into the runtime once
 //! it has a rank-N encoder.
 
 use super::config::WgmmaConfig;
+use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
 use super::tma::{TmaDesc, TmaSwizzle};
 use super::WgmmaGemm;
 use crate::templates::gemm::GemmProblem;
@@ -36,6 +39,11 @@ pub struct WgmmaBuffers<'a> {
     /// `fill_u8(0)` once after allocation); every completed launch leaves it zero again. One
     /// workspace must not serve two launches that may run concurrently.
     pub workspace: Option<&'a mut DeviceBuffer>,
+    /// tf32 staging buffer of at least [`WgmmaGemm::staging_bytes`] bytes (16-byte aligned) when
+    /// the problem has an M/N-major tf32 operand (ignored otherwise): the pre-pass overwrites
+    /// it on every launch, so it needs no initialization, but it must not serve two launches
+    /// that may run concurrently.
+    pub staging: Option<&'a mut DeviceBuffer>,
 }
 
 /// Why a wgmma GEMM launch was refused or failed.
@@ -203,36 +211,75 @@ impl WgmmaGemm {
         } else {
             (0, 0)
         };
+        let st = staging(p);
+        let (stage_a, stage_b) = if st.any() {
+            match bufs.staging.as_deref() {
+                None => return Err(WgmmaLaunchError::MissingBuffer { what: "tf32 staging buffer" }),
+                Some(w) => {
+                    need("staging", w, staging_bytes(p))?;
+                    if w.ptr() % 16 != 0 {
+                        return Err(WgmmaLaunchError::Misaligned { what: "staging", addr: w.ptr() });
+                    }
+                    (if st.a { w.ptr() } else { 0 }, if st.b { w.ptr() + staged_a_bytes(p) } else { 0 })
+                }
+            }
+        } else {
+            (0, 0)
+        };
+        // The GEMM launch reads staged operands from their K-major copies.
+        let q = kernel_problem(p);
         let (da, db) = self.tensor_maps(p, c);
-        let tm_a = encode_tensor_map(&da, bufs.a.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
-        let tm_b = encode_tensor_map(&db, bufs.b.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
+        let addr_a = if st.a { stage_a } else { bufs.a.ptr() };
+        let addr_b = if st.b { stage_b } else { bufs.b.ptr() };
+        let tm_a = encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
+        let tm_b = encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
         let dims = self.launch(p, c);
-        f.set_max_dynamic_smem(dims.dynamic_smem)?;
+        let pre = self.prepass_launch(p, c);
+        f.set_max_dynamic_smem(dims.dynamic_smem.max(pre.map_or(0, |d| d.dynamic_smem)))?;
+        // `prepass` selects the launch; `src` the leading dimensions / batch strides it is given
+        // (the user's operands for the pre-pass, the staged view for the GEMM).
+        let args_for = |src: &GemmProblem, prepass: i32| {
+            let mut args = KernelArgs::new();
+            args.u64(bufs.a.ptr())
+                .u64(bufs.b.ptr())
+                .u64(bufs.c.ptr())
+                .u64(bias)
+                .u64(residual)
+                .i32(p.m as i32)
+                .i32(p.n as i32)
+                .i32(p.k as i32)
+                .i32(src.lda as i32)
+                .i32(src.ldb as i32)
+                .i32(p.ldc as i32)
+                .i64(src.stride_a as i64)
+                .i64(src.stride_b as i64)
+                .i64(p.stride_c as i64)
+                .f32(p.epilogue.alpha)
+                .f32(p.epilogue.beta)
+                .bytes(&tm_a, TENSOR_MAP_ALIGN)
+                .bytes(&tm_b, TENSOR_MAP_ALIGN)
+                .u64(ws)
+                .u64(counters);
+            if st.any() {
+                args.u64(stage_a).u64(stage_b).i32(prepass);
+            }
+            args
+        };
+        if let Some(pd) = pre {
+            let cfg = LaunchConfig::new(pd.grid, pd.block, pd.dynamic_smem);
+            let mut args = args_for(p, 1);
+            tracing::debug!(kernel = f.name(), grid = ?pd.grid, bytes = staging_bytes(p), "wgmma tf32 staging pre-pass");
+            // SAFETY: the kernel ABI of `wgmma.rs` with the three staging parameters; the pre-pass
+            // reads A/B within the checked buffer sizes (the user's leading dimensions and batch
+            // strides) and writes only the staging buffer, checked to hold `staging_bytes(p)`.
+            unsafe { f.launch(stream, &cfg, &mut args)? };
+        }
         let cfg = LaunchConfig::new(dims.grid, dims.block, dims.dynamic_smem);
-        let mut args = KernelArgs::new();
-        args.u64(bufs.a.ptr())
-            .u64(bufs.b.ptr())
-            .u64(bufs.c.ptr())
-            .u64(bias)
-            .u64(residual)
-            .i32(p.m as i32)
-            .i32(p.n as i32)
-            .i32(p.k as i32)
-            .i32(p.lda as i32)
-            .i32(p.ldb as i32)
-            .i32(p.ldc as i32)
-            .i64(p.stride_a as i64)
-            .i64(p.stride_b as i64)
-            .i64(p.stride_c as i64)
-            .f32(p.epilogue.alpha)
-            .f32(p.epilogue.beta)
-            .bytes(&tm_a, TENSOR_MAP_ALIGN)
-            .bytes(&tm_b, TENSOR_MAP_ALIGN)
-            .u64(ws)
-            .u64(counters);
+        let mut args = args_for(&q, 0);
         tracing::debug!(kernel = f.name(), grid = ?dims.grid, block = ?dims.block, smem = dims.dynamic_smem, "wgmma GEMM launch");
         // SAFETY: the arguments follow the kernel ABI documented in `wgmma.rs` (pointers, 6 ints,
-        // 3 long longs, 2 floats, 2 by-value 128-byte maps, 2 workspace pointers); the buffers were checked to be large
+        // 3 long longs, 2 floats, 2 by-value 128-byte maps, 2 workspace pointers, and for staged
+        // tf32 problems 2 staging pointers and the pre-pass flag); the buffers were checked to be large
         // enough for every element the kernel reads or writes, and outlive the call (the caller
         // keeps them alive until the stream has run the kernel).
         unsafe { f.launch(stream, &cfg, &mut args)? };

@@ -3,11 +3,18 @@
 //! them against a model of the 128B swizzle and of the wgmma canonical layouts (PTX ISA
 //! "Shared Memory Matrix Layout"), so a descriptor or box mistake fails on the CPU.
 //!
-//! Every operand tile is a stack of 128-byte rows (one 64-element swizzle span). K-major
-//! operands (row-major A, column-major B) store one tile row per M/N index; MN-major operands
-//! store 64 x 64 boxes, each 64 K rows of 64 M/N elements, side by side along M/N.
+//! Every operand tile is a stack of 128-byte rows (one swizzle span: 64 f16/bf16 or 32 tf32
+//! elements). K-major operands (row-major A, column-major B, and every tf32 operand as the GEMM
+//! launch reads it) store one tile row per M/N index; MN-major f16/bf16 operands store 64 x 64
+//! boxes, each 64 K rows of 64 M/N elements, side by side along M/N.
+//!
+//! One wgmma consumes 32 bytes of K (k16 for 2-byte types, k8 for tf32), so a stage always holds
+//! four "K slices" and the K-major descriptor advances 32 bytes per slice for every type.
 
-use super::config::{WgmmaConfig, BLOCK_K, BOX_BYTES, SWIZZLE_BYTES};
+use super::config::{WgmmaConfig, BOX_BYTES, SWIZZLE_BYTES};
+
+/// Bytes of K one wgmma instruction consumes (k16 x 2 bytes, k8 x 4 bytes).
+pub const K_SLICE_BYTES: u32 = 32;
 
 /// One TMA copy of a stage: destination offset from the operand's stage base, and the offsets
 /// added to the (inner, outer) tile coordinates — `(k0, m0|n0)` for K-major operands,
@@ -27,11 +34,11 @@ pub struct TmaBox {
     pub bytes: u32,
 }
 
-/// Byte step of a descriptor start address per k16 slice: 32 bytes inside the 128-byte rows of
-/// a K-major tile, 16 rows of 128 bytes in an MN-major one.
+/// Byte step of a descriptor start address per K slice (one wgmma's K): 32 bytes inside the
+/// 128-byte rows of a K-major tile (any type), 16 rows of 128 bytes in an MN-major (2-byte) one.
 pub fn k16_step(k_major: bool) -> u32 {
     if k_major {
-        32
+        K_SLICE_BYTES
     } else {
         16 * SWIZZLE_BYTES
     }
@@ -88,9 +95,9 @@ pub fn b_desc_offset(c: &WgmmaConfig, k_major: bool, ni: u32, kk: u32) -> u32 {
     ni * c.wgmma_n * SWIZZLE_BYTES + kk * k16_step(k_major)
 }
 
-/// k16 slices per stage.
+/// K slices (wgmma instructions along K) per stage: 128 bytes / 32 bytes = 4 for every type.
 pub fn k16_slices() -> u32 {
-    BLOCK_K / 16
+    SWIZZLE_BYTES / K_SLICE_BYTES
 }
 
 #[cfg(test)]
@@ -107,34 +114,46 @@ mod tests {
         addr ^ (((addr >> 7) & 7) << 4)
     }
 
-    /// Address a wgmma reads for element (x = M/N index, y = K index in 0..16) of an operand
-    /// described by `desc`, per the PTX canonical layouts for 128B swizzle (16-bit elements):
-    /// K-major ((8,m),(8,2)):((64,SBO),(1,8)), MN-major ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)).
-    fn wgmma_addr(desc: u64, k_major: bool, x: u32, y: u32) -> u32 {
+    /// Address a wgmma reads for element (x = M/N index, y = K index in 0..32/esz) of an operand
+    /// of `esz`-byte elements described by `desc`, per the PTX canonical layouts for 128B swizzle:
+    /// K-major (in 16-byte units, T = 16/esz elements each) ((8,m),(T,2)):((8T,SBO),(1,T)), i.e.
+    /// row x%8 of a 1024-byte atom, 128 bytes a row, K contiguous; MN-major (16-bit only)
+    /// ((8,8,m),(8,k)):((1,8,LBO),(64,SBO)).
+    fn wgmma_addr_esz(desc: u64, k_major: bool, esz: u32, x: u32, y: u32) -> u32 {
         assert_eq!(desc >> 62, 1, "128B swizzle mode");
         assert_eq!((desc >> 49) & 7, 0, "base offset 0");
         let start = ((desc & 0x3FFF) << 4) as u32;
         let lbo = (((desc >> 16) & 0x3FFF) << 4) as u32;
         let sbo = (((desc >> 32) & 0x3FFF) << 4) as u32;
-        let off =
-            if k_major { (x % 8) * 128 + (x / 8) * sbo + y * 2 } else { (x % 64) * 2 + (x / 64) * lbo + (y % 8) * 128 + (y / 8) * sbo };
+        assert!(k_major || esz == 2, "MN-major operands are 16-bit only");
+        assert!(y * esz < 32, "one wgmma reads 32 bytes of K");
+        let off = if k_major {
+            (x % 8) * 128 + (x / 8) * sbo + y * esz
+        } else {
+            (x % 64) * 2 + (x / 64) * lbo + (y % 8) * 128 + (y / 8) * sbo
+        };
         swizzle128(start + off)
+    }
+
+    fn wgmma_addr(desc: u64, k_major: bool, x: u32, y: u32) -> u32 {
+        wgmma_addr_esz(desc, k_major, 2, x, y)
     }
 
     /// Global element of an operand tile: (M/N index, K index) relative to the tile origin.
     type Elem = (u32, u32);
 
-    /// Simulates the stage's TMA copies of one operand: smem address -> tile element.
-    fn simulate_tma(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, written: &mut HashMap<u32, Elem>) -> u32 {
+    /// Simulates the stage's TMA copies of one operand of `esz`-byte elements (box inner extent
+    /// 128 bytes): smem address -> tile element.
+    fn simulate_tma_esz(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, esz: u32, written: &mut HashMap<u32, Elem>) -> u32 {
         let mut bytes = 0;
         for b in boxes {
             assert_eq!((base + b.smem_offset) % 1024, 0, "boxes start on swizzle-pattern boundaries");
             for o in 0..box_outer {
-                for i in 0..64 {
+                for i in 0..128 / esz {
                     let (inner, outer) = (b.inner + i, b.outer + o);
                     let elem = if k_major { (outer, inner) } else { (inner, outer) };
-                    for byte in 0..2 {
-                        let addr = swizzle128(base + b.smem_offset + o * 128 + i * 2) + byte;
+                    for byte in 0..esz {
+                        let addr = swizzle128(base + b.smem_offset + o * 128 + i * esz) + byte;
                         assert!(written.insert(addr, elem).is_none(), "two boxes write smem byte {addr}");
                     }
                 }
@@ -146,22 +165,40 @@ mod tests {
         bytes
     }
 
+    fn simulate_tma(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, written: &mut HashMap<u32, Elem>) -> u32 {
+        simulate_tma_esz(base, boxes, box_outer, k_major, 2, written)
+    }
+
     fn check_layout(la: Layout, lb: Layout, c: &WgmmaConfig) {
-        let p = GemmProblem::new(1024, 1024, 1024, DType::Bf16, la, lb);
-        let (ak, bk) = (la == Layout::Row, lb == Layout::Col);
+        check_layout_dtype(DType::Bf16, la, lb, c);
+    }
+
+    /// TMA boxes and wgmma descriptors agree for `dtype` (tf32: the operands as the GEMM launch
+    /// reads them, i.e. K-major after staging, with 4-byte elements and k8 instructions).
+    fn check_layout_dtype(dtype: DType, la: Layout, lb: Layout, c: &WgmmaConfig) {
+        let p = GemmProblem::new(1024, 1024, 1024, dtype, la, lb);
+        let esz = dtype.size_bytes() as u32;
+        let kk_elems = K_SLICE_BYTES / esz;
+        let (ak, bk) = (super::super::tma::a_is_k_major(&p), super::super::tma::b_is_k_major(&p));
+        if dtype == DType::Tf32 {
+            assert!(ak && bk, "tf32 operands are always read K-major");
+        } else {
+            assert_eq!((ak, bk), (la == Layout::Row, lb == Layout::Col));
+        }
         let (ta, tb) = (tma_desc_a(&p, c), tma_desc_b(&p, c));
         // A stage and B stage of stage 1 (any 1024-aligned base works).
         let sa = 1024 * 64;
         let sb = sa + c.stages * c.a_stage_bytes();
         let mut a_smem = HashMap::new();
         let mut b_smem = HashMap::new();
-        let a_bytes = simulate_tma(sa, &a_boxes(c, ak), ta.box_dims[1], ak, &mut a_smem);
+        let a_bytes = simulate_tma_esz(sa, &a_boxes(c, ak), ta.box_dims[1], ak, esz, &mut a_smem);
         let mut b_bytes = 0;
         for rank in 0..c.cluster_m {
-            b_bytes += simulate_tma(sb, &b_boxes(c, bk, rank), tb.box_dims[1], bk, &mut b_smem);
+            b_bytes += simulate_tma_esz(sb, &b_boxes(c, bk, rank), tb.box_dims[1], bk, esz, &mut b_smem);
         }
-        assert_eq!(ta.box_dims[0], 64);
-        assert_eq!(tb.box_dims[0], 64);
+        assert_eq!(ta.box_dims[0] * esz, 128);
+        assert_eq!(tb.box_dims[0] * esz, 128);
+        assert_eq!(c.bk * esz, 128, "one stage = one 128-byte K span");
         // The full barrier's expected transaction bytes are exactly what lands in the CTA.
         assert_eq!(a_bytes, c.a_stage_bytes(), "{c:?}");
         assert_eq!(b_bytes, c.b_stage_bytes(), "{c:?}");
@@ -172,10 +209,10 @@ mod tests {
                 for mi in 0..c.m_iters() {
                     let d = descriptor(a_base + a_desc_offset(ak, mi, kk), ak);
                     for x in 0..64 {
-                        for y in 0..16 {
+                        for y in 0..kk_elems {
                             let row0 = if c.pingpong { 0 } else { cw * c.rows_per_consumer() };
-                            let want = (row0 + mi * 64 + x, kk * 16 + y);
-                            let addr = wgmma_addr(d, ak, x, y);
+                            let want = (row0 + mi * 64 + x, kk * kk_elems + y);
+                            let addr = wgmma_addr_esz(d, ak, esz, x, y);
                             assert_eq!(a_smem.get(&addr), Some(&want), "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}");
                         }
                     }
@@ -183,9 +220,9 @@ mod tests {
                 for ni in 0..c.n_iters() {
                     let d = descriptor(sb + b_desc_offset(c, bk, ni, kk), bk);
                     for x in 0..c.wgmma_n {
-                        for y in 0..16 {
-                            let want = (ni * c.wgmma_n + x, kk * 16 + y);
-                            let addr = wgmma_addr(d, bk, x, y);
+                        for y in 0..kk_elems {
+                            let want = (ni * c.wgmma_n + x, kk * kk_elems + y);
+                            let addr = wgmma_addr_esz(d, bk, esz, x, y);
                             assert_eq!(b_smem.get(&addr), Some(&want), "B {lb:?} ni {ni} kk {kk} elem ({x},{y}) {c:?}");
                         }
                     }
@@ -232,6 +269,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tf32_descriptors_read_what_tma_wrote() {
+        let t = |c: WgmmaConfig| WgmmaConfig { bk: 32, ..c };
+        let configs = [
+            t(cfg(128, 256, 2, 256, 1)),
+            t(cfg(128, 256, 2, 128, 2)),
+            t(cfg(128, 128, 1, 128, 1)),
+            t(cfg(64, 64, 1, 64, 1)),
+            t(cfg(256, 128, 2, 128, 1)),
+            t(cfg(128, 192, 2, 192, 1)),
+            WgmmaConfig { pingpong: true, ..t(cfg(64, 256, 2, 256, 1)) },
+        ];
+        for c in &configs {
+            for la in [Layout::Row, Layout::Col] {
+                for lb in [Layout::Row, Layout::Col] {
+                    check_layout_dtype(DType::Tf32, la, lb, c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tf32_model_catches_a_16_bit_k_step() {
+        // Sanity of the tf32 model: reading element (x, y) with 2-byte K steps misses it.
+        let c = WgmmaConfig { bk: 32, ..cfg(64, 64, 1, 64, 1) };
+        let mut smem = HashMap::new();
+        simulate_tma_esz(0, &a_boxes(&c, true), 64, true, 4, &mut smem);
+        let d = descriptor(a_desc_offset(true, 0, 1), true);
+        assert_eq!(smem.get(&wgmma_addr_esz(d, true, 4, 13, 5)), Some(&(13, 8 + 5)));
+        assert_ne!(smem.get(&wgmma_addr_esz(d, true, 2, 13, 5)), Some(&(13, 8 + 5)));
     }
 
     #[test]

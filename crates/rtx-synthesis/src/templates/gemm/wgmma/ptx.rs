@@ -28,45 +28,65 @@ pub fn descriptor(addr: u32, k_major: bool) -> u64 {
     descriptor_bits(k_major) | ((addr as u64 & 0x3FFFF) >> 4)
 }
 
-/// The PTX type name wgmma uses for an input dtype (`bf16` / `f16`).
+/// The PTX type name wgmma uses for an input dtype (`bf16` / `f16` / `tf32`).
 pub fn wgmma_type(dtype: DType) -> &'static str {
     match dtype {
         DType::Bf16 => "bf16",
+        DType::Tf32 => "tf32",
         _ => "f16",
     }
 }
 
-/// Name of the generated wrapper for `wgmma.mma_async.m64n{n}k16`.
-pub fn wgmma_fn_name(n: u32) -> String {
-    format!("wgmma_m64n{n}k16")
+/// K of one wgmma instruction: 8 for tf32, 16 for the 2-byte types (32 bytes of K either way).
+pub fn wgmma_k(dtype: DType) -> u32 {
+    if dtype == DType::Tf32 {
+        8
+    } else {
+        16
+    }
+}
+
+/// Name of the generated wrapper for `wgmma.mma_async.m64n{n}k{8|16}`.
+pub fn wgmma_fn_name(n: u32, dtype: DType) -> String {
+    format!("wgmma_m64n{n}k{}", wgmma_k(dtype))
 }
 
 /// The PTX instruction text (operands numbered as in the generated wrapper) for an m64nNk16
-/// f32-accumulating wgmma with both operands in shared memory.
+/// (m64nNk8 for tf32) f32-accumulating wgmma with both operands in shared memory.
+///
+/// The transpose immediates exist for f16/bf16 only: a tf32 instruction has none (both of its
+/// operands must be K-major in shared memory), so `trans_a`/`trans_b` must be false for tf32.
 pub fn wgmma_instruction(n: u32, dtype: DType, trans_a: bool, trans_b: bool) -> String {
     let regs = n / 2;
     let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
     let t = wgmma_type(dtype);
+    let tail = if dtype == DType::Tf32 {
+        debug_assert!(!trans_a && !trans_b, "tf32 wgmma has no transpose");
+        String::new()
+    } else {
+        format!(", {}, {}", trans_a as u32, trans_b as u32)
+    };
     format!(
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t} {{{}}}, %{}, %{}, p, 1, 1, {}, {};",
+        "wgmma.mma_async.sync.aligned.m64n{n}k{}.f32.{t}.{t} {{{}}}, %{}, %{}, p, 1, 1{tail};",
+        wgmma_k(dtype),
         list.join(", "),
         regs,
         regs + 1,
-        trans_a as u32,
-        trans_b as u32
     )
 }
 
-/// Emits `wgmma_m64n{n}k16(float (&d)[n/2], u64 desc_a, u64 desc_b, int scale_d)`: D (+)= A*B with
-/// `scale_d == 0` overwriting D. Transposes are baked: `trans_a`/`trans_b` set for MN-major operands.
+/// Emits `wgmma_m64n{n}k{k}(float (&d)[n/2], u64 desc_a, u64 desc_b, int scale_d)`: D (+)= A*B with
+/// `scale_d == 0` overwriting D. Transposes are baked: `trans_a`/`trans_b` set for MN-major operands
+/// (f16/bf16 only).
 pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, trans_b: bool) {
     let regs = n / 2;
     w.comment(format!(
-        "m64n{n}k16 wgmma, fp32 accumulators: thread t of the warpgroup holds rows 16*(t/32) + (t%32)/4 (+8), cols 8*i + 2*(t%4) (+1)"
+        "m64n{n}k{} wgmma, fp32 accumulators: thread t of the warpgroup holds rows 16*(t/32) + (t%32)/4 (+8), cols 8*i + 2*(t%4) (+1)",
+        wgmma_k(dtype)
     ));
     w.open(format!(
         "__device__ __forceinline__ void {}(float (&d)[{regs}], unsigned long long da, unsigned long long db, int scale_d)",
-        wgmma_fn_name(n)
+        wgmma_fn_name(n, dtype)
     ));
     w.line("asm volatile(");
     w.line("  \"{\\n.reg .pred p;\\n\"");
@@ -195,6 +215,18 @@ mod tests {
             assert!(s.ends_with(&format!("%{}, %{}, p, 1, 1, 0, 1;", n / 2, n / 2 + 1)), "{s}");
         }
         assert!(wgmma_instruction(64, DType::F16, true, false).contains(".f32.f16.f16"));
+    }
+
+    #[test]
+    fn tf32_instruction_is_k8_without_transpose_immediates() {
+        for n in [64u32, 128, 192, 256] {
+            let s = wgmma_instruction(n, DType::Tf32, false, false);
+            assert!(s.starts_with(&format!("wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{%0, %1,")), "{s}");
+            assert!(s.ends_with(&format!("%{}, %{}, p, 1, 1;", n / 2, n / 2 + 1)), "{s}");
+        }
+        assert_eq!(wgmma_fn_name(256, DType::Tf32), "wgmma_m64n256k8");
+        assert_eq!(wgmma_fn_name(256, DType::Bf16), "wgmma_m64n256k16");
+        assert_eq!(wgmma_k(DType::Tf32) * 4, wgmma_k(DType::F16) * 2, "32 bytes of K per instruction");
     }
 
     #[test]

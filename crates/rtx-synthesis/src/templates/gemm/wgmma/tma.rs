@@ -4,7 +4,8 @@
 //! launch wrapper adds the buffer pointer and hands it to the driver. The kernel always uses
 //! rank-3 maps `(inner, outer, batch)` so one code path serves batched and unbatched problems.
 
-use super::config::{WgmmaConfig, BLOCK_K};
+use super::config::WgmmaConfig;
+use super::staging::kernel_problem;
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::DType;
 use serde::{Deserialize, Serialize};
@@ -37,7 +38,7 @@ impl TmaSwizzle {
 /// A tiled TMA tensor map without its base address. Dimension 0 is the contiguous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TmaDesc {
-    /// Element type (f16 or bf16 here).
+    /// Element type (f16, bf16, or tf32 = f32 storage).
     pub dtype: DType,
     /// Tensor rank (3 for this template).
     pub rank: u32,
@@ -112,14 +113,15 @@ impl TmaDesc {
     }
 }
 
-/// Whether an operand is stored with K contiguous (`true`) or M/N contiguous.
+/// Whether the kernel's GEMM launch reads A with K contiguous: row-major A, and every tf32 A
+/// (a column-major tf32 A is staged K-major first, see [`super::staging`]).
 pub(crate) fn a_is_k_major(p: &GemmProblem) -> bool {
-    p.layout_a == Layout::Row
+    kernel_problem(p).layout_a == Layout::Row
 }
 
-/// Whether B is stored with K contiguous (column-major B).
+/// Whether the kernel's GEMM launch reads B with K contiguous: column-major B, and every tf32 B.
 pub(crate) fn b_is_k_major(p: &GemmProblem) -> bool {
-    p.layout_b == Layout::Col
+    kernel_problem(p).layout_b == Layout::Col
 }
 
 /// One operand's map: `rows x cols` as stored (cols contiguous), leading dimension `ld`,
@@ -138,27 +140,34 @@ fn operand_map(p: &GemmProblem, rows: u32, cols: u32, ld: u32, stride: u64, box_
     }
 }
 
-/// The tensor map of A for this problem and config (the kernel's `tmA` parameter).
+/// M/N elements of one MN-major box row: 128 bytes of a 2-byte type.
+const MN_BOX: u32 = 64;
+
+/// The tensor map of A for this problem and config (the kernel's `tmA` parameter), over the
+/// operand the GEMM launch reads ([`kernel_problem`]: the staged copy for a column-major tf32 A).
 ///
-/// Row-major A (K-major): dims `(K, M, batch)`, box `(64, bm)`; column-major A (M-major):
-/// dims `(M, K, batch)`, box `(64, 64)` issued `bm / 64` times.
+/// K-major A: dims `(K, M, batch)`, box `(bk, bm)` (`bk` elements = 128 bytes); column-major
+/// f16/bf16 A (M-major): dims `(M, K, batch)`, box `(64, bk)` issued `bm / 64` times.
 pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    if a_is_k_major(p) {
-        operand_map(p, p.m, p.k, p.lda, p.stride_a, BLOCK_K, c.bm)
+    let q = kernel_problem(p);
+    if q.layout_a == Layout::Row {
+        operand_map(&q, q.m, q.k, q.lda, q.stride_a, c.bk, c.bm)
     } else {
-        operand_map(p, p.k, p.m, p.lda, p.stride_a, 64, BLOCK_K)
+        operand_map(&q, q.k, q.m, q.lda, q.stride_a, MN_BOX, c.bk)
     }
 }
 
-/// The tensor map of B for this problem and config (the kernel's `tmB` parameter).
+/// The tensor map of B for this problem and config (the kernel's `tmB` parameter), over the
+/// operand the GEMM launch reads ([`kernel_problem`]: the staged copy for a row-major tf32 B).
 ///
-/// Column-major B (K-major): dims `(K, N, batch)`, box `(64, bn / cluster_m)`; row-major B
-/// (N-major): dims `(N, K, batch)`, box `(64, 64)` issued `bn / 64 / cluster_m` times per block.
+/// K-major B: dims `(K, N, batch)`, box `(bk, bn / cluster_m)`; row-major f16/bf16 B
+/// (N-major): dims `(N, K, batch)`, box `(64, bk)` issued `bn / 64 / cluster_m` times per block.
 pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    if b_is_k_major(p) {
-        operand_map(p, p.n, p.k, p.ldb, p.stride_b, BLOCK_K, c.bn / c.cluster_m.max(1))
+    let q = kernel_problem(p);
+    if q.layout_b == Layout::Col {
+        operand_map(&q, q.n, q.k, q.ldb, q.stride_b, c.bk, c.bn / c.cluster_m.max(1))
     } else {
-        operand_map(p, p.k, p.n, p.ldb, p.stride_b, 64, BLOCK_K)
+        operand_map(&q, q.k, q.n, q.ldb, q.stride_b, MN_BOX, c.bk)
     }
 }
 
@@ -201,6 +210,28 @@ mod tests {
         b.validate().unwrap();
         assert_eq!(b.cu_data_type(), 6);
         assert_eq!(b.cu_swizzle(), 3);
+    }
+
+    #[test]
+    fn tf32_maps_are_k_major_f32_with_128_byte_boxes() {
+        let c = WgmmaConfig { bk: 32, ..cfg() };
+        // NT: read in place.
+        let p = GemmProblem::new(1000, 1000, 1000, DType::Tf32, Layout::Row, Layout::Col);
+        let a = tma_desc_a(&p, &c);
+        assert_eq!((a.dims, a.strides, a.box_dims), ([1000, 1000, 1], [4000, 4000 * 1000], [32, 128, 1]));
+        assert_eq!(a.cu_data_type(), 7, "FLOAT32");
+        assert_eq!(a.box_dims[0] as u64 * 4, a.swizzle.span_bytes(), "inner box = one 128B swizzle span");
+        a.validate().unwrap();
+        // NN, batched: B is read from its staged N x K copy (pitch K rounded to 4).
+        let nn = GemmProblem::nn(256, 300, 1001, DType::Tf32).batched(2);
+        let b = tma_desc_b(&nn, &c);
+        assert_eq!((b.dims, b.strides, b.box_dims), ([1001, 300, 2], [1004 * 4, 300 * 1004 * 4], [32, 256, 1]));
+        b.validate().unwrap();
+        assert!(b_is_k_major(&nn) && a_is_k_major(&nn));
+        let tt = GemmProblem::new(256, 300, 1000, DType::Tf32, Layout::Col, Layout::Row);
+        assert!(a_is_k_major(&tt) && b_is_k_major(&tt));
+        let ta = tma_desc_a(&tt, &c);
+        assert_eq!((ta.dims, ta.strides[0]), ([1000, 256, 1], 4000));
     }
 
     #[test]
