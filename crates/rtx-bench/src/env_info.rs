@@ -4,21 +4,24 @@ use crate::report::ToolVersions;
 use crate::DeviceInfo;
 use std::process::Command;
 
-/// `git rev-parse HEAD` in the current folder, else the `RTX_GIT_COMMIT` environment variable.
+/// The `RTX_GIT_COMMIT` environment variable when set, else the commit the binary was built from
+/// (`-dirty` when the tree had uncommitted changes), else `git rev-parse HEAD` in the current
+/// folder. The build-time commit comes first because bench binaries are carried to GPU machines
+/// whose checkout may be another commit.
 pub fn git_commit() -> Option<String> {
-    let from_git = Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
+    let nonempty = |s: String| Some(s.trim().to_string()).filter(|s| !s.is_empty());
+    std::env::var("RTX_GIT_COMMIT")
         .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty());
-    from_git.or_else(|| {
-        std::env::var("RTX_GIT_COMMIT")
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    })
+        .and_then(nonempty)
+        .or_else(|| nonempty(env!("RTX_BUILD_COMMIT").to_string()))
+        .or_else(|| {
+            Command::new("git")
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| nonempty(String::from_utf8_lossy(&o.stdout).to_string()))
+        })
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
