@@ -17,6 +17,9 @@ fn main() {
         .with_target(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(code) = rtx_bench::suites::aot::startup_child() {
+        std::process::exit(code);
+    }
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse_from(&argv);
     let detected = gpu::detect();
