@@ -11,10 +11,11 @@
 //! `RTX_ATTN_BENCH=1` also times every valid config at B4 H16 S2048 (printed, events, no L2
 //! flush), to pick defaults.
 
-use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rtx_runtime::{Device, DeviceBuffer, Event, Stream};
+mod attention_support;
+use attention_support::{decode, encode, row_error};
 use rtx_synthesis::aot::Toolchain;
 use rtx_synthesis::templates::attention::{
     attention_row_f64, AttentionBuffers, AttentionConfig, AttentionInputs, AttentionKernel, AttentionProblem,
@@ -44,47 +45,6 @@ fn gpu_or_skip(test: &str) -> Option<(Device, Stream)> {
 fn arch_of(dev: &Device) -> Arch {
     let (ma, mi) = dev.info().compute_capability;
     Arch::for_compute_capability(ma, mi).expect("known arch")
-}
-
-fn encode(dtype: DType, x: &[f32]) -> (Vec<u8>, Vec<f64>) {
-    let mut bytes = Vec::with_capacity(x.len() * 2);
-    let mut vals = Vec::with_capacity(x.len());
-    for &v in x {
-        let (bits, back) = match dtype {
-            DType::F16 => {
-                let h = f16::from_f32(v);
-                (h.to_bits(), h.to_f64())
-            }
-            _ => {
-                let h = bf16::from_f32(v);
-                (h.to_bits(), h.to_f64())
-            }
-        };
-        bytes.extend_from_slice(&bits.to_le_bytes());
-        vals.push(back);
-    }
-    (bytes, vals)
-}
-
-fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
-    bytes
-        .chunks_exact(2)
-        .map(|c| {
-            let b = u16::from_le_bytes([c[0], c[1]]);
-            match dtype {
-                DType::F16 => f16::from_bits(b).to_f64(),
-                _ => bf16::from_bits(b).to_f64(),
-            }
-        })
-        .collect()
-}
-
-fn row_error(got: &[f64], want: &[f64]) -> f64 {
-    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64).sqrt().max(1e-6);
-    got.iter()
-        .zip(want)
-        .map(|(g, w)| if g.is_finite() { (g - w).abs() / w.abs().max(rms) } else { f64::INFINITY })
-        .fold(0.0, f64::max)
 }
 
 /// Host inputs of one problem (stored bytes and their f64 values).
