@@ -37,6 +37,14 @@ fn short(e: &CompileError) -> String {
     lines.join("\n")
 }
 
+/// A case of this suite that cannot be measured: host clock, like every aot case (this suite
+/// never reports a GPU figure, not even an absent one).
+fn host_not_available(name: String, why: String) -> Case {
+    let mut c = Case::not_available(SuiteId::Aot, name, "-", why);
+    c.clock = Clock::Host;
+    c
+}
+
 /// One cold compile as a case (and the binary, when it compiled).
 pub fn compile_case(arch: Arch, cc: &CompileCase) -> (Case, Option<Compiled>) {
     let name = format!("compile {} {arch}", cc.name);
@@ -163,12 +171,7 @@ impl Suite for AotSuite {
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
         if let Err(e) = Toolchain::get() {
-            return Ok(vec![Case::not_available(
-                SuiteId::Aot,
-                "nvrtc",
-                "-",
-                format!("NVRTC toolchain not usable: {e}"),
-            )]);
+            return Ok(vec![host_not_available("nvrtc".into(), format!("NVRTC toolchain not usable: {e}"))]);
         }
         let mut out = Vec::new();
         if let Some(&first) = ctx.compile_archs.first() {
@@ -274,7 +277,10 @@ fn startup_cases(arch: Arch, quick: bool, max_per_template: Option<usize>) -> Ve
     let names = ["process start, every kernel, empty cache", "process start, every kernel, warm cache"].map(|n| format!("{n} {arch}"));
     let exe = std::env::current_exe().ok().filter(|e| e.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rtx-bench")));
     let Some(exe) = exe else {
-        return vec![Case::not_available(SuiteId::Aot, names[0].clone(), "-", "needs the rtx-bench binary (this process cannot re-execute itself as a start-up child)")];
+        return vec![host_not_available(
+            names[0].clone(),
+            "needs the rtx-bench binary (this process cannot re-execute itself as a start-up child)".into(),
+        )];
     };
     let dir = std::env::temp_dir().join(format!("rtx-bench-startup-cache-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -354,6 +360,7 @@ mod tests {
         let cases = startup_cases(Arch::Sm90a, true, Some(3));
         assert_eq!(cases.len(), 1);
         assert!(!cases[0].is_measured());
+        assert_eq!(cases[0].clock, Clock::Host);
     }
 
     #[test]
