@@ -333,20 +333,9 @@ fn packed_qkv_layout_matches_the_reference() {
         let o_bytes = b_ * s_ * h_ * d_ * 2;
         let mut od = dev.alloc(o_bytes + GUARD, &s).expect("alloc");
         od.fill_u8(0xFF, &s).expect("poison");
-        let [q0, k0, v0] = AttentionLayout::packed_qkv_offsets(&p).map(|e| e as usize * 2);
         let layout = AttentionLayout::packed_qkv(&p);
         kernel
-            .launch_strided(
-                &s,
-                AttentionBuffers {
-                    q: DeviceSlice::at(&qkv, q0),
-                    k: DeviceSlice::at(&qkv, k0),
-                    v: DeviceSlice::at(&qkv, v0),
-                    o: DeviceSliceMut::whole(&mut od),
-                },
-                &p,
-                &layout,
-            )
+            .launch_strided(&s, AttentionBuffers::packed_qkv(&p, &qkv, &mut od), &p, &layout)
             .unwrap_or_else(|e| panic!("{p:?}: launch: {e}"));
         s.synchronize().expect("kernel");
         let all: Vec<u8> = od.download(&s).expect("download");
@@ -365,17 +354,7 @@ fn packed_qkv_layout_matches_the_reference() {
         let mut bad = layout;
         bad.q.row += 1;
         let e = kernel
-            .launch_strided(
-                &s,
-                AttentionBuffers {
-                    q: DeviceSlice::at(&qkv, q0),
-                    k: DeviceSlice::at(&qkv, k0),
-                    v: DeviceSlice::at(&qkv, v0),
-                    o: DeviceSliceMut::whole(&mut od),
-                },
-                &p,
-                &bad,
-            )
+            .launch_strided(&s, AttentionBuffers::packed_qkv(&p, &qkv, &mut od), &p, &bad)
             .unwrap_err();
         assert!(e.to_string().contains("row stride"), "{e}");
     }

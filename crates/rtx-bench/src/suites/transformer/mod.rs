@@ -28,7 +28,6 @@ use rtx_synthesis::templates::gemm::{Activation, Epilogue, Layout};
 use rtx_synthesis::templates::attention::{
     AttentionBuffers, AttentionKernel, AttentionLayout, AttentionProblem, AttentionTemplate,
 };
-use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::{LookupSource, TuningDb};
 use rtx_synthesis::DType;
@@ -59,14 +58,7 @@ impl AttentionStep for PackedAttention {
 
     fn launch(&self, stream: &rtx_runtime::Stream, qkv: &rtx_runtime::DeviceBuffer, o: &mut rtx_runtime::DeviceBuffer) -> Result<(), String> {
         let p = &self.problem;
-        let size = p.dtype.size_bytes();
-        let [q0, k0, v0] = AttentionLayout::packed_qkv_offsets(p).map(|e| e as usize * size);
-        let bufs = AttentionBuffers {
-            q: DeviceSlice::at(qkv, q0),
-            k: DeviceSlice::at(qkv, k0),
-            v: DeviceSlice::at(qkv, v0),
-            o: DeviceSliceMut::whole(o),
-        };
+        let bufs = AttentionBuffers::packed_qkv(p, qkv, o);
         self.kernel.launch_strided(stream, bufs, p, &AttentionLayout::packed_qkv(p)).map_err(|e| format!("attention: {e}"))
     }
 }

@@ -5,7 +5,7 @@ use super::problem::{AttentionProblem, AttentionProblemError};
 use super::template::AttentionTemplate;
 use crate::templates::elementwise::launch::{device_arch, DeviceSlice, DeviceSliceMut, LaunchError, LoadedKernel};
 use crate::templates::{LaunchDims, Template};
-use rtx_runtime::{Device, KernelArgs, LaunchConfig, Stream};
+use rtx_runtime::{Device, DeviceBuffer, KernelArgs, LaunchConfig, Stream};
 
 /// Base-pointer alignment the kernel assumes (16-byte `cp.async` and stores).
 pub const ATTN_BASE_ALIGN: u64 = 16;
@@ -24,6 +24,21 @@ pub struct AttentionBuffers<'a> {
     pub v: DeviceSlice<'a>,
     /// O, shaped like Q (written).
     pub o: DeviceSliceMut<'a>,
+}
+
+impl<'a> AttentionBuffers<'a> {
+    /// Q, K and V inside one packed `[batch * seq, 3 * heads * head_dim]` projection (at the
+    /// offsets of [`AttentionLayout::packed_qkv_offsets`]) and O the whole of `o`; launch with
+    /// [`AttentionLayout::packed_qkv`].
+    pub fn packed_qkv(p: &AttentionProblem, qkv: &'a DeviceBuffer, o: &'a mut DeviceBuffer) -> Self {
+        let [q, k, v] = AttentionLayout::packed_qkv_offsets(p).map(|e| e as usize * p.dtype.size_bytes());
+        AttentionBuffers {
+            q: DeviceSlice::at(qkv, q),
+            k: DeviceSlice::at(qkv, k),
+            v: DeviceSlice::at(qkv, v),
+            o: DeviceSliceMut::whole(o),
+        }
+    }
 }
 
 /// Why an attention kernel could not be built or launched.
