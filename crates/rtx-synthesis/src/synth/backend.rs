@@ -28,6 +28,7 @@ use super::inputs::{decode_output, HostMatrix};
 use crate::aot::{CacheError, CachedKernel, KernelCache};
 use crate::templates::gemm::reference::{activate, rel_error};
 use crate::templates::gemm::{GemmProblem, Layout};
+use crate::templates::Template;
 use crate::tuner::{
     run_protocol, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
 };
@@ -110,7 +111,7 @@ pub fn launch_failure(e: GemmLaunchError) -> CandidateError {
     }
 }
 
-pub(crate) fn compile_failure(e: CacheError) -> CandidateError {
+fn compile_failure(e: CacheError) -> CandidateError {
     CandidateError::Compile(e.to_string())
 }
 
@@ -291,6 +292,82 @@ pub(crate) fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), 
     }
 }
 
+/// Resource use of `entry` in a compiled kernel (zeros when ptxas reported none).
+fn resource_usage(entry: &str, k: &CachedKernel) -> ResourceUsage {
+    k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
+}
+
+/// [`TuneBackend::compile`] of the GPU backends: emit, compile through `cache`, report resources.
+pub(crate) fn compile_config<T: Template>(
+    cache: &KernelCache,
+    task: &TuneTask<'_, T>,
+    config: &T::Config,
+) -> Result<ResourceUsage, CandidateError> {
+    let src = task.template.emit(task.problem, config, task.arch)?;
+    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
+    Ok(resource_usage(&src.entry, &k))
+}
+
+/// [`TuneBackend::compile_many`] of the GPU backends: every config emitted (a refused one is
+/// reported at once), then compiled through `cache` on `jobs` NVRTC instances; a panicking
+/// compiler fails the batch's configs instead of the tuning run.
+pub(crate) fn compile_configs<T: Template>(
+    cache: &KernelCache,
+    jobs: usize,
+    task: &TuneTask<'_, T>,
+    configs: &[T::Config],
+    sink: &CompileSink<'_>,
+) {
+    let mut items = Vec::with_capacity(configs.len());
+    let mut index = Vec::with_capacity(configs.len());
+    for (i, c) in configs.iter().enumerate() {
+        match task.template.emit(task.problem, c, task.arch) {
+            Ok(src) => {
+                items.push((src, task.arch));
+                index.push(i);
+            }
+            Err(v) => sink.emit(i, Err(v.into())),
+        }
+    }
+    if items.is_empty() || sink.is_cancelled() {
+        return;
+    }
+    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cache.get_or_compile_many(&items, Some(jobs))));
+    match results {
+        Ok(results) => {
+            for ((i, (src, _)), r) in index.iter().zip(&items).zip(results) {
+                sink.emit(*i, r.map(|k| resource_usage(&src.entry, &k)).map_err(compile_failure));
+            }
+        }
+        Err(_) => {
+            for i in index {
+                sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into())));
+            }
+        }
+    }
+}
+
+/// The loaded kernel of `config` on `device` (compiled through `cache`, loaded once per context:
+/// `functions` holds the context's kernels by source fingerprint).
+pub(crate) fn load_function<T: Template>(
+    cache: &KernelCache,
+    device: &Device,
+    functions: &mut HashMap<String, Arc<Function>>,
+    task: &TuneTask<'_, T>,
+    config: &T::Config,
+) -> Result<Arc<Function>, CandidateError> {
+    let src = task.template.emit(task.problem, config, task.arch)?;
+    let key = src.fingerprint().to_hex().to_string();
+    if let Some(f) = functions.get(&key) {
+        return Ok(f.clone());
+    }
+    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
+    let module = device.load_module(&k.cubin).map_err(|e| runtime_failure("loading the module", e))?;
+    let f = Arc::new(module.function(&src.entry).map_err(|e| runtime_failure("finding the kernel", e))?);
+    functions.insert(key, f.clone());
+    Ok(f)
+}
+
 impl DeviceSource {
     /// The device: the opened one, or `Device::open` of the ordinal (a fault when it fails).
     pub(crate) fn open(&self) -> Result<Device, CandidateError> {
@@ -414,10 +491,6 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
         &self.cache
     }
 
-    fn remember(entry: &str, k: &CachedKernel) -> ResourceUsage {
-        k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
-    }
-
     fn with_gpu<R>(&self, f: impl FnOnce(&mut GpuState) -> Result<R, CandidateError>) -> Result<R, CandidateError> {
         let mut guard = lock(&self.gpu);
         if guard.is_none() {
@@ -431,19 +504,7 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
 
     /// The loaded kernel of `config` (compiled through the cache, loaded once per context).
     fn function(&self, g: &mut GpuState, task: &TuneTask<'_, F>, config: &F::Config) -> Result<Arc<Function>, CandidateError> {
-        let src = task.template.emit(task.problem, config, task.arch)?;
-        let key = src.fingerprint().to_hex().to_string();
-        if let Some(f) = g.functions.get(&key) {
-            return Ok(f.clone());
-        }
-        let k = self.cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-        let module = g
-            .device
-            .load_module(&k.cubin)
-            .map_err(|e| runtime_failure("loading the module", e))?;
-        let f = Arc::new(module.function(&src.entry).map_err(|e| runtime_failure("finding the kernel", e))?);
-        g.functions.insert(key, f.clone());
-        Ok(f)
+        load_function(&self.cache, &g.device, &mut g.functions, task, config)
     }
 
     /// Times cuBLAS on `problem` under `protocol`, with the same inputs, flush and event timing as
@@ -494,44 +555,15 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
 
 impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
     fn compile(&self, task: &TuneTask<'_, F>, config: &F::Config) -> Result<ResourceUsage, CandidateError> {
-        let src = task.template.emit(task.problem, config, task.arch)?;
-        let k = self.cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-        Ok(Self::remember(&src.entry, &k))
+        compile_config(&self.cache, task, config)
+    }
+
+    fn compile_many(&self, task: &TuneTask<'_, F>, configs: &[F::Config], sink: &CompileSink<'_>) {
+        compile_configs(&self.cache, self.compile_parallelism(), task, configs, sink)
     }
 
     fn compile_parallelism(&self) -> usize {
         self.jobs.unwrap_or_else(crate::aot::default_jobs)
-    }
-
-    fn compile_many(&self, task: &TuneTask<'_, F>, configs: &[F::Config], sink: &CompileSink<'_>) {
-        let mut items = Vec::with_capacity(configs.len());
-        let mut index = Vec::with_capacity(configs.len());
-        for (i, c) in configs.iter().enumerate() {
-            match task.template.emit(task.problem, c, task.arch) {
-                Ok(src) => {
-                    items.push((src, task.arch));
-                    index.push(i);
-                }
-                Err(v) => sink.emit(i, Err(v.into())),
-            }
-        }
-        if items.is_empty() || sink.is_cancelled() {
-            return;
-        }
-        let jobs = self.compile_parallelism();
-        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.cache.get_or_compile_many(&items, Some(jobs))));
-        match results {
-            Ok(results) => {
-                for ((i, (src, _)), r) in index.iter().zip(&items).zip(results) {
-                    sink.emit(*i, r.map(|k| Self::remember(&src.entry, &k)).map_err(compile_failure));
-                }
-            }
-            Err(_) => {
-                for i in index {
-                    sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into())));
-                }
-            }
-        }
     }
 
     fn verify(&self, task: &TuneTask<'_, F>, config: &F::Config, seed: u64) -> Result<VerifyReport, CandidateError> {

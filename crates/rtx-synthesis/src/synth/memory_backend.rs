@@ -22,14 +22,14 @@
 //! dozen configs: [`MemoryOp::tune_space`]); its name, version and code are the template's, so
 //! its tuning-database entries serve the bare template.
 
-use super::backend::{compile_failure, lock, runtime_failure, wait_event, DeviceSource};
+use super::backend::{compile_config, compile_configs, load_function, lock, runtime_failure, wait_event, DeviceSource};
 use super::family::cap_evenly;
 use super::inputs::HostMatrix;
-use crate::aot::{CachedKernel, KernelCache};
+use crate::aot::KernelCache;
 use crate::templates::elementwise::expr::{round_to, Node, UnaryOp};
 use crate::templates::elementwise::reference::eval_point;
 use crate::templates::elementwise::{
-    enqueue_elementwise, Broadcast, DeviceSlice, DeviceSliceMut, ElementwiseConfig, ElementwiseProblem,
+    enqueue_elementwise, DeviceSlice, DeviceSliceMut, ElementwiseConfig, ElementwiseProblem,
     ElementwiseTemplate, ExprGraph, GridMode, LaunchError,
 };
 use crate::templates::reduce::reference::{layernorm_row, rmsnorm_row, softmax_row};
@@ -188,15 +188,6 @@ pub fn timing_sets(bytes: u64, protocol: &MeasureProtocol) -> usize {
     auto.max(protocol.rotate_inputs).clamp(1, MAX_TIMING_SETS)
 }
 
-fn input_index(b: Broadcast, cols: usize, r: usize, c: usize) -> usize {
-    match b {
-        Broadcast::Full => r * cols + c,
-        Broadcast::Row => c,
-        Broadcast::Col => r,
-        Broadcast::Scalar => 0,
-    }
-}
-
 impl MemoryOp for ElementwiseTemplate {
     fn tensors(&self, p: &ElementwiseProblem) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
         let ins = p
@@ -251,7 +242,7 @@ impl MemoryOp for ElementwiseTemplate {
                     .inputs
                     .iter()
                     .zip(inputs)
-                    .map(|(s, h)| h.at(input_index(s.broadcast, cols, r, c)))
+                    .map(|(s, h)| h.at(s.broadcast.index(cols, r, c)))
                     .collect();
                 eval_point(g, &x)
             })
@@ -671,10 +662,6 @@ impl<T: MemoryOp> MemoryGpuBackend<T> {
         &self.cache
     }
 
-    fn remember(entry: &str, k: &CachedKernel) -> ResourceUsage {
-        k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
-    }
-
     fn with_gpu<R>(&self, f: impl FnOnce(&mut MemState) -> Result<R, CandidateError>) -> Result<R, CandidateError> {
         let mut guard = lock(&self.gpu);
         if guard.is_none() {
@@ -688,62 +675,21 @@ impl<T: MemoryOp> MemoryGpuBackend<T> {
 
     /// The loaded kernel of `config` (compiled through the cache, loaded once per context).
     fn function(&self, g: &mut MemState, task: &TuneTask<'_, T>, config: &T::Config) -> Result<Arc<Function>, CandidateError> {
-        let src = task.template.emit(task.problem, config, task.arch)?;
-        let key = src.fingerprint().to_hex().to_string();
-        if let Some(f) = g.functions.get(&key) {
-            return Ok(f.clone());
-        }
-        let k = self.cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-        let module = g
-            .device
-            .load_module(&k.cubin)
-            .map_err(|e| runtime_failure("loading the module", e))?;
-        let f = Arc::new(module.function(&src.entry).map_err(|e| runtime_failure("finding the kernel", e))?);
-        g.functions.insert(key, f.clone());
-        Ok(f)
+        load_function(&self.cache, &g.device, &mut g.functions, task, config)
     }
 }
 
 impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
     fn compile(&self, task: &TuneTask<'_, T>, config: &T::Config) -> Result<ResourceUsage, CandidateError> {
-        let src = task.template.emit(task.problem, config, task.arch)?;
-        let k = self.cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-        Ok(Self::remember(&src.entry, &k))
+        compile_config(&self.cache, task, config)
+    }
+
+    fn compile_many(&self, task: &TuneTask<'_, T>, configs: &[T::Config], sink: &CompileSink<'_>) {
+        compile_configs(&self.cache, self.compile_parallelism(), task, configs, sink)
     }
 
     fn compile_parallelism(&self) -> usize {
         self.jobs.unwrap_or_else(crate::aot::default_jobs)
-    }
-
-    fn compile_many(&self, task: &TuneTask<'_, T>, configs: &[T::Config], sink: &CompileSink<'_>) {
-        let mut items = Vec::with_capacity(configs.len());
-        let mut index = Vec::with_capacity(configs.len());
-        for (i, c) in configs.iter().enumerate() {
-            match task.template.emit(task.problem, c, task.arch) {
-                Ok(src) => {
-                    items.push((src, task.arch));
-                    index.push(i);
-                }
-                Err(v) => sink.emit(i, Err(v.into())),
-            }
-        }
-        if items.is_empty() || sink.is_cancelled() {
-            return;
-        }
-        let jobs = self.compile_parallelism();
-        let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.cache.get_or_compile_many(&items, Some(jobs))));
-        match results {
-            Ok(results) => {
-                for ((i, (src, _)), r) in index.iter().zip(&items).zip(results) {
-                    sink.emit(*i, r.map(|k| Self::remember(&src.entry, &k)).map_err(compile_failure));
-                }
-            }
-            Err(_) => {
-                for i in index {
-                    sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into())));
-                }
-            }
-        }
     }
 
     fn verify(&self, task: &TuneTask<'_, T>, config: &T::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
@@ -888,7 +834,7 @@ mod tests {
                     .inputs
                     .iter()
                     .zip(&host)
-                    .map(|(s, h)| h.at(input_index(s.broadcast, 40, r, c)))
+                    .map(|(s, h)| h.at(s.broadcast.index(40, r, c)))
                     .collect();
                 y.push(round_to(DType::Bf16, eval_point(&p.graph, &x)[0]));
             }

@@ -23,7 +23,7 @@ use rtx_runtime::{DeviceBuffer, RuntimeError, Stream};
 use rtx_synthesis::templates::elementwise::presets::{self, GeluForm};
 use rtx_synthesis::templates::elementwise::reference::eval_point;
 use rtx_synthesis::templates::elementwise::{
-    Broadcast, DeviceSlice, DeviceSliceMut, ElementwiseKernel, ElementwiseProblem,
+    DeviceSlice, DeviceSliceMut, ElementwiseKernel, ElementwiseProblem,
     ElementwiseTemplate, ExprGraph,
 };
 use rtx_synthesis::templates::Template;
@@ -136,16 +136,6 @@ impl FusedCase {
     }
 }
 
-/// Index into input `spec`'s buffer at `(r, c)`.
-pub fn input_index(b: Broadcast, cols: usize, r: usize, c: usize) -> usize {
-    match b {
-        Broadcast::Full => r * cols + c,
-        Broadcast::Row => c,
-        Broadcast::Col => r,
-        Broadcast::Scalar => 0,
-    }
-}
-
 /// Sampled `(row, col)` points: all when the space is small, else the corners plus random ones.
 pub fn sample_points(rows: u32, cols: u32, rng: &mut SmallRng) -> Vec<(usize, usize)> {
     let (r, c) = (rows as usize, cols as usize);
@@ -188,7 +178,7 @@ pub fn verify_points(
             g.inputs
                 .iter()
                 .zip(inputs)
-                .map(|(s, h)| h.get(input_index(s.broadcast, cols, r, c)))
+                .map(|(s, h)| h.get(s.broadcast.index(cols, r, c)))
                 .collect()
         })
         .collect();
@@ -495,7 +485,7 @@ mod tests {
                     .inputs
                     .iter()
                     .zip(&ins)
-                    .map(|(s, h)| h.get(input_index(s.broadcast, cols as usize, r, c)))
+                    .map(|(s, h)| h.get(s.broadcast.index(cols as usize, r, c)))
                     .collect();
                 y.push(eval_point(&g, &x)[0] as f32);
             }

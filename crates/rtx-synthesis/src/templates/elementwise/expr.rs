@@ -47,6 +47,16 @@ impl Broadcast {
             Broadcast::Scalar => 1,
         }
     }
+
+    /// Index into the input's buffer of element `(r, c)` of a space `cols` wide.
+    pub fn index(self, cols: usize, r: usize, c: usize) -> usize {
+        match self {
+            Broadcast::Full => r * cols + c,
+            Broadcast::Row => c,
+            Broadcast::Col => r,
+            Broadcast::Scalar => 0,
+        }
+    }
 }
 
 /// One input tensor.

@@ -105,12 +105,7 @@ pub fn elementwise_f64(
     for r in 0..rows {
         for c in 0..cols {
             for (i, spec) in graph.inputs.iter().enumerate() {
-                let idx = match spec.broadcast {
-                    super::expr::Broadcast::Full => r * cols + c,
-                    super::expr::Broadcast::Row => c,
-                    super::expr::Broadcast::Col => r,
-                    super::expr::Broadcast::Scalar => 0,
-                };
+                let idx = spec.broadcast.index(cols, r, c);
                 x[i] = inputs
                     .get(i)
                     .and_then(|v| v.get(idx))
