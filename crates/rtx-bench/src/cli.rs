@@ -3,6 +3,7 @@
 use crate::gate::DEFAULT_TOLERANCE;
 use crate::suite_id::SuiteId;
 use clap::Parser;
+use rtx_synthesis::DType;
 use std::path::PathBuf;
 
 /// rtx-bench: GEMM / attention / memory / transformer / tuning / AOT benchmarks against cuBLAS,
@@ -59,6 +60,34 @@ pub struct Cli {
     /// Wall-clock budget of one in-run tuning, seconds (compiles included).
     #[arg(long, default_value_t = 45.0)]
     pub tune_budget_s: f64,
+    /// GEMM suite: only these input dtypes (comma-separated: f32, tf32, f16, bf16).
+    #[arg(long, value_delimiter = ',', value_parser = parse_dtype)]
+    pub gemm_dtypes: Option<Vec<DType>>,
+    /// GEMM suite: only these shapes (comma-separated `MxNxK`); shapes outside the suite's list
+    /// are added.
+    #[arg(long, value_delimiter = ',', value_parser = parse_shape)]
+    pub gemm_shapes: Option<Vec<(u32, u32, u32)>>,
+}
+
+fn parse_dtype(s: &str) -> Result<DType, String> {
+    s.parse::<DType>().map_err(|e| e.to_string())
+}
+
+/// Parses `MxNxK` (every extent at least 1).
+pub fn parse_shape(s: &str) -> Result<(u32, u32, u32), String> {
+    let dims: Vec<&str> = s.split('x').collect();
+    let bad = || format!("shape '{s}': expected MxNxK with positive integers, e.g. 4096x4096x1000");
+    if dims.len() != 3 {
+        return Err(bad());
+    }
+    let mut v = [0u32; 3];
+    for (d, t) in v.iter_mut().zip(&dims) {
+        *d = t.trim().parse::<u32>().map_err(|_| bad())?;
+        if *d == 0 {
+            return Err(bad());
+        }
+    }
+    Ok((v[0], v[1], v[2]))
 }
 
 /// The parsed `--suite` list.
@@ -119,6 +148,13 @@ mod tests {
         assert!(Cli::try_parse_from(["rtx-bench", "--suite", "nope"]).is_err());
         assert!(!Cli::try_parse_from(["rtx-bench"]).unwrap().reprofile);
         assert!(Cli::try_parse_from(["rtx-bench", "--reprofile"]).unwrap().reprofile);
+        let g = Cli::try_parse_from(["rtx-bench", "--gemm-dtypes", "bf16,f16", "--gemm-shapes", "512x512x512,64x8192x8192"]).unwrap();
+        assert_eq!(g.gemm_dtypes, Some(vec![DType::Bf16, DType::F16]));
+        assert_eq!(g.gemm_shapes, Some(vec![(512, 512, 512), (64, 8192, 8192)]));
+        assert!(Cli::try_parse_from(["rtx-bench", "--gemm-dtypes", "fp7"]).is_err());
+        for bad in ["4096x4096", "0x1x1", "axbxc", "1x2x3x4"] {
+            assert!(Cli::try_parse_from(["rtx-bench", "--gemm-shapes", bad]).is_err(), "{bad}");
+        }
         assert!(
             Cli::try_parse_from(["rtx-bench", "--reprofile", "--no-profile"]).is_err(),
             "re-measuring a profile that is not used is refused"

@@ -222,6 +222,10 @@ pub fn run(
         show_progress: !cli.no_progress,
         tune: (cli.tune && cli.tune_budget_s.is_finite() && cli.tune_budget_s > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cli.tune_budget_s)),
+        gemm_filter: crate::suites::gemm::shapes::GemmFilter {
+            dtypes: cli.gemm_dtypes.clone(),
+            shapes: cli.gemm_shapes.clone(),
+        },
     };
     let mut selected = cli.suites();
     if gpu.is_none() && !selected.contains(&SuiteId::Aot) {

@@ -30,6 +30,7 @@ fn cublas_and_sample_results_are_verified() {
         compile_archs: vec![gpu.arch],
         show_progress: false,
         tune: None,
+        gemm_filter: Default::default(),
     };
     let mut problems = Vec::new();
     for d in DType::ALL {

@@ -37,6 +37,8 @@ pub struct SuiteContext<'a> {
     /// rows (`None`: serve the tuning database as it is); the value is the wall-clock budget of
     /// one tuning run.
     pub tune: Option<std::time::Duration>,
+    /// GEMM suite: which dtypes and shapes to run (everything by default).
+    pub gemm_filter: gemm::shapes::GemmFilter,
 }
 
 impl SuiteContext<'_> {

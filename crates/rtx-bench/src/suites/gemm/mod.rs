@@ -280,7 +280,7 @@ impl Suite for GemmSuite {
         true
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
-        let out = run_problems(ctx, &shapes::problems(ctx.quick))?;
+        let out = run_problems(ctx, &ctx.gemm_filter.apply(shapes::problems(ctx.quick)))?;
         Ok(out)
     }
 }

@@ -42,6 +42,34 @@ pub fn problems(quick: bool) -> Vec<GemmProblem> {
     v
 }
 
+/// A selection of the suite's problems (`rtx-bench --gemm-dtypes / --gemm-shapes`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GemmFilter {
+    /// Keep only these input dtypes (`None`: all of [`DTYPES`]).
+    pub dtypes: Option<Vec<DType>>,
+    /// Keep only these `(m, n, k)` shapes, adding those the run's list lacks (`None`: the list).
+    pub shapes: Option<Vec<(u32, u32, u32)>>,
+}
+
+impl GemmFilter {
+    /// The problems of `all` this filter keeps, in their order, then the extra shapes it names
+    /// (NN, packed, plain epilogue, dtype-major).
+    pub fn apply(&self, all: Vec<GemmProblem>) -> Vec<GemmProblem> {
+        let dtype_ok = |d: DType| self.dtypes.as_ref().is_none_or(|v| v.contains(&d));
+        let Some(shapes) = &self.shapes else {
+            return all.into_iter().filter(|p| dtype_ok(p.dtype)).collect();
+        };
+        let mut v = Vec::new();
+        for d in DTYPES.into_iter().filter(|&d| dtype_ok(d)) {
+            for &(m, n, k) in shapes {
+                let listed = all.iter().find(|p| p.dtype == d && (p.m, p.n, p.k) == (m, n, k));
+                v.push(listed.cloned().unwrap_or_else(|| GemmProblem::nn(m, n, k, d)));
+            }
+        }
+        v
+    }
+}
+
 /// Minimum bytes one run moves: A and B read once, C written once.
 pub fn min_bytes(p: &GemmProblem) -> f64 {
     let (a, b, c) = p.buffer_elems();
@@ -52,6 +80,28 @@ pub fn min_bytes(p: &GemmProblem) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn filter_keeps_dtypes_and_shapes() {
+        let all = problems(false);
+        assert_eq!(GemmFilter::default().apply(all.clone()), all);
+        let f = GemmFilter { dtypes: Some(vec![DType::Bf16]), shapes: None };
+        let kept = f.apply(all.clone());
+        assert_eq!(kept.len(), SQUARES.len() + ODD.len());
+        assert!(kept.iter().all(|p| p.dtype == DType::Bf16));
+        let f = GemmFilter { dtypes: Some(vec![DType::F16, DType::Bf16]), shapes: Some(vec![(512, 512, 512), (96, 4096, 4096)]) };
+        let kept = f.apply(all);
+        let got: Vec<_> = kept.iter().map(|p| (p.dtype, p.m, p.n, p.k)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (DType::F16, 512, 512, 512),
+                (DType::F16, 96, 4096, 4096),
+                (DType::Bf16, 512, 512, 512),
+                (DType::Bf16, 96, 4096, 4096)
+            ]
+        );
+    }
 
     #[test]
     fn full_and_quick_sets() {
