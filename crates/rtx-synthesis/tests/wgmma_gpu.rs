@@ -356,6 +356,20 @@ fn cases() -> Vec<Case> {
             sample: None,
             sms: None,
         },
+        Case {
+            name: "nn_200x392x1000_cluster2_one_consumer_8_stages",
+            p: problem(200, 392, 1000, DType::Bf16, Row, Row),
+            c: cfg(64, 128, 1, 128, 8, 2, true, 8),
+            sample: None,
+            sms: Some(8),
+        },
+        Case {
+            name: "tn_136x72x900_12_stages_ring_wraps",
+            p: problem(136, 72, 900, DType::F16, Col, Row),
+            c: cfg(64, 64, 1, 64, 12, 1, true, 1),
+            sample: None,
+            sms: Some(2),
+        },
     ];
     // Fused epilogues (ldc padded: padding must stay untouched).
     let mut e1 = problem(200, 136, 1000, DType::F16, Row, Row);

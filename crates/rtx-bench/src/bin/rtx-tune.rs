@@ -37,7 +37,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use rtx_runtime::Device;
 use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::{
-    parse_layouts, parse_mnk, select_family, tflops, GemmFamily, GemmFamilyKind, GemmGpuBackend,
+    parse_layouts, parse_mnk, ConfigFilter, select_family, tflops, GemmFamily, GemmFamilyKind, GemmGpuBackend,
     GemmSpec, StrategyKind, Synth, TuneRequest,
 };
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
@@ -145,6 +145,13 @@ struct GemmArgs {
     /// Do not store the winner in the tuning database.
     #[arg(long)]
     no_store: bool,
+    /// Configs compiled in parallel per step (default: 4 guided, the machine's cores otherwise).
+    #[arg(long)]
+    compile_batch: Option<usize>,
+    /// Search only configs with these field values, a JSON object such as
+    /// '{"bm":64,"cluster_m":2}'. The winner of such a slice is not stored.
+    #[arg(long = "where")]
+    filter: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -364,6 +371,10 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
             s.best_us.map_or_else(|| "-".to_string(), |us| format!("{us:.1} us ({:.1} TFLOP/s)", tflops(&problem, us)))
         ));
     };
+    let filter = args.filter.as_deref().map(ConfigFilter::parse).transpose().map_err(anyhow::Error::msg)?;
+    if filter.is_some() && !args.no_store {
+        println!("--where searches a slice of the space: its winner is not stored in the tuning database");
+    }
     let req = TuneRequest {
         strategy,
         budget,
@@ -372,7 +383,9 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
         seed: args.seed,
         space_limit: args.space_limit,
         isolate,
-        store: !args.no_store,
+        store: !args.no_store && filter.is_none(),
+        compile_batch: args.compile_batch,
+        filter,
         ..TuneRequest::default()
     };
     let started = Instant::now();

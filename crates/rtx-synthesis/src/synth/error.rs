@@ -70,6 +70,9 @@ pub enum SynthError {
     /// A memory-bound problem (elementwise graph, row op) is invalid.
     #[error("invalid memory-bound problem: {0}")]
     InvalidProblem(String),
+    /// A tuning request is inconsistent (e.g. a config filter naming no field of the template).
+    #[error("bad tuning request: {0}")]
+    BadRequest(String),
     /// A measurement (e.g. the cuBLAS baseline) failed.
     #[error("measurement failed: {0}")]
     Measure(#[from] CandidateError),

@@ -240,23 +240,59 @@ fn with_stream_staging<R>(
     f(st)
 }
 
-/// A template whose space is at most `limit` of the inner template's valid configs, picked
-/// deterministically: evenly spaced over the inner [`Template::valid_space`] order (index
-/// `floor(i * len / limit)` for `i in 0..limit`), so a capped exhaustive run still spans the
-/// whole space. Everything else (name, version, check, emit, launch) is the inner template's, so
-/// results land under the same tuning-database key.
+/// A template whose space is restricted to the configs matching `filter` (when set) and then
+/// capped at `limit` of them, picked deterministically: evenly spaced over the inner
+/// [`Template::valid_space`] order (index `floor(i * len / limit)` for `i in 0..limit`), so a
+/// capped exhaustive run still spans the whole space. Everything else (name, version, check,
+/// emit, launch) is the inner template's, so results land under the same tuning-database key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CappedSpace<F> {
     /// The wrapped template.
     pub inner: F,
     /// Most configs the space holds (`None`: no cap).
     pub limit: Option<usize>,
+    /// Only configs with these field values (`None`: all).
+    pub filter: Option<ConfigFilter>,
 }
 
 impl<F: Template> CappedSpace<F> {
     /// Wraps `inner`, keeping at most `limit` configs.
     pub fn new(inner: F, limit: Option<usize>) -> Self {
-        CappedSpace { inner, limit }
+        CappedSpace { inner, limit, filter: None }
+    }
+
+    /// Keeps only the configs `filter` matches (applied before the cap).
+    pub fn with_filter(mut self, filter: Option<ConfigFilter>) -> Self {
+        self.filter = filter;
+        self
+    }
+}
+
+/// A partial config, e.g. `{"bm": 64, "cluster_m": 2}`: a config matches when each named field
+/// serializes to the given value. `rtx-tune --where` builds one to search a slice of a space.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigFilter(serde_json::Map<String, serde_json::Value>);
+
+impl ConfigFilter {
+    /// Parses a JSON object of field values; anything else is an error naming the input.
+    pub fn parse(json: &str) -> Result<Self, String> {
+        match serde_json::from_str::<serde_json::Value>(json) {
+            Ok(serde_json::Value::Object(m)) if !m.is_empty() => Ok(ConfigFilter(m)),
+            Ok(_) => Err(format!("config filter `{json}`: expected a non-empty JSON object of field values")),
+            Err(e) => Err(format!("config filter `{json}`: {e}")),
+        }
+    }
+
+    /// Field names of the filter that `config` does not have (a typo would match nothing).
+    pub fn unknown_fields<C: serde::Serialize>(&self, config: &C) -> Vec<String> {
+        let v = serde_json::to_value(config).unwrap_or_default();
+        self.0.keys().filter(|k| v.get(k.as_str()).is_none()).cloned().collect()
+    }
+
+    /// Whether every field of the filter has the given value in `config`.
+    pub fn matches<C: serde::Serialize>(&self, config: &C) -> bool {
+        let v = serde_json::to_value(config).unwrap_or_default();
+        self.0.iter().all(|(k, want)| v.get(k.as_str()) == Some(want))
     }
 }
 
@@ -279,9 +315,13 @@ impl<F: Template> Template for CappedSpace<F> {
         self.inner.version()
     }
     fn space(&self, problem: &F::Problem, arch: Arch) -> Vec<F::Config> {
+        let filtered = |all: Vec<F::Config>| match &self.filter {
+            None => all,
+            Some(f) => all.into_iter().filter(|c| f.matches(c)).collect(),
+        };
         match self.limit {
-            None => self.inner.space(problem, arch),
-            Some(limit) => cap_evenly(&self.inner.valid_space(problem, arch), limit),
+            None => filtered(self.inner.space(problem, arch)),
+            Some(limit) => cap_evenly(&filtered(self.inner.valid_space(problem, arch)), limit),
         }
     }
     fn check(&self, problem: &F::Problem, config: &F::Config, arch: Arch) -> Result<(), ConstraintViolation> {
@@ -356,5 +396,25 @@ mod tests {
         }
         assert_eq!((capped.name(), capped.version()), (t.name(), t.version()));
         assert_eq!(CappedSpace::new(t, None).space(&p, Arch::Sm90a), t.space(&p, Arch::Sm90a));
+    }
+
+    #[test]
+    fn a_filter_keeps_exactly_the_matching_configs_and_names_unknown_fields() {
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+        let f = ConfigFilter::parse(r#"{"bm": 64, "cluster_m": 2}"#).unwrap();
+        let all = t.space(&p, Arch::Sm90a);
+        let kept = CappedSpace::new(t, None).with_filter(Some(f.clone())).space(&p, Arch::Sm90a);
+        assert!(!kept.is_empty());
+        assert_eq!(kept.len(), all.iter().filter(|c| c.bm == 64 && c.cluster_m == 2).count());
+        assert!(kept.iter().all(|c| c.bm == 64 && c.cluster_m == 2));
+        let capped = CappedSpace::new(t, Some(5)).with_filter(Some(f.clone())).space(&p, Arch::Sm90a);
+        assert!(capped.len() <= 5 && capped.iter().all(|c| c.bm == 64 && c.cluster_m == 2));
+        assert!(f.unknown_fields(&all[0]).is_empty());
+        let typo = ConfigFilter::parse(r#"{"bmm": 64}"#).unwrap();
+        assert_eq!(typo.unknown_fields(&all[0]), vec!["bmm".to_string()]);
+        for bad in ["[1]", "{}", "{bm: 64}", "64"] {
+            assert!(ConfigFilter::parse(bad).unwrap_err().contains(bad), "{bad}");
+        }
     }
 }

@@ -131,6 +131,7 @@ impl Synth {
         let tuner = Tuner::new(TuneOptions {
             time_budget: req.time_budget,
             seed: req.seed,
+            compile_batch: req.resolved_compile_batch(),
             ..TuneOptions::default()
         });
         let mut progress = FnProgress(req.progress);

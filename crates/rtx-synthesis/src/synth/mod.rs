@@ -39,7 +39,7 @@ pub mod tune;
 pub use backend::GemmGpuBackend;
 pub use buffers::{GemmBuffers, GemmLaunchError};
 pub use error::{FamilyRejection, SynthError};
-pub use family::{CappedSpace, GemmFamily};
+pub use family::{CappedSpace, ConfigFilter, GemmFamily};
 pub use gemm::{
     family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel,
     GemmSpec,
@@ -266,7 +266,17 @@ impl Synth {
         p: &GemmProblem,
         req: &TuneRequest<'_>,
     ) -> Result<GemmTuneReport, SynthError> {
-        let capped = CappedSpace::new(family, req.space_limit);
+        if let Some(f) = &req.filter {
+            let unknown = f.unknown_fields(&family.default_config(p, self.arch));
+            if !unknown.is_empty() {
+                return Err(SynthError::BadRequest(format!(
+                    "config filter names fields the {} template's configs do not have: {}",
+                    family.name(),
+                    unknown.join(", ")
+                )));
+            }
+        }
+        let capped = CappedSpace::new(family, req.space_limit).with_filter(req.filter.clone());
         match &req.isolate {
             Some(cmd) => {
                 let backend =
@@ -300,6 +310,7 @@ impl Synth {
         let tuner = Tuner::new(TuneOptions {
             time_budget: req.time_budget,
             seed: req.seed,
+            compile_batch: req.resolved_compile_batch(),
             cost_model: self.cost_model(t, p),
             ..TuneOptions::default()
         });

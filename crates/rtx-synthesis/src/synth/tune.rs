@@ -51,6 +51,22 @@ pub struct TuneRequest<'a> {
     pub isolate: Option<WorkerCommand>,
     /// Store the winner in the tuning database (default true).
     pub store: bool,
+    /// Configs compiled in parallel per step; `None` = 4 for the guided strategy (it learns
+    /// from each step) and the machine's cores (4..=16) for exhaustive and random.
+    pub compile_batch: Option<usize>,
+    /// Search only the configs whose fields have these values (e.g. `{"cluster_m": 2}`).
+    pub filter: Option<super::ConfigFilter>,
+}
+
+impl TuneRequest<'_> {
+    /// The compile batch this request runs with (see [`TuneRequest::compile_batch`]).
+    pub fn resolved_compile_batch(&self) -> usize {
+        match (self.compile_batch, self.strategy) {
+            (Some(n), _) => n.max(1),
+            (None, StrategyKind::Guided) => 4,
+            (None, _) => std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16),
+        }
+    }
 }
 
 impl Default for TuneRequest<'_> {
@@ -65,6 +81,8 @@ impl Default for TuneRequest<'_> {
             space_limit: None,
             isolate: None,
             store: true,
+            compile_batch: None,
+            filter: None,
         }
     }
 }

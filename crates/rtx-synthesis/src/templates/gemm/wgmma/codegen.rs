@@ -217,11 +217,8 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     w.line(format!("const unsigned tx = {};", terms.join(" + ")));
     w.open("for (int kb = kb0; kb < kb1; ++kb)");
-    if cl > 1 {
-        w.line("mbar_wait_cluster(bar_empty + 8 * s, ph ^ 1);");
-    } else {
-        w.line("mbar_wait(bar_empty + 8 * s, ph ^ 1);");
-    }
+    w.comment("Plain (.acquire.cta) wait even in a cluster: the peer's arrivals carry no data to acquire.");
+    w.line("mbar_wait(bar_empty + 8 * s, ph ^ 1);");
     w.line("const unsigned full = bar_full + 8 * s;");
     w.line("const unsigned sa = smem + s * A_STAGE_BYTES;");
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");

@@ -44,7 +44,7 @@ pub struct WgmmaConfig {
     pub consumers: u32,
     /// N of each wgmma instruction (a multiple of 64 dividing `bn`).
     pub wgmma_n: u32,
-    /// Shared-memory pipeline depth, 2..=6.
+    /// Shared-memory pipeline depth, 2..=`MAX_STAGES` (12), bounded by shared memory.
     pub stages: u32,
     /// Thread-block cluster size along M (1, or 2 with B multicast to both CTAs).
     pub cluster_m: u32,

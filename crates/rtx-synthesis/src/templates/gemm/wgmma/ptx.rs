@@ -121,9 +121,12 @@ __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
 __device__ __forceinline__ void mbar_arrive(unsigned bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
 }
-// Arrive on the mbarrier at the same offset in CTA `cta` of this cluster.
+// Arrive on the mbarrier at the same offset in CTA `cta` of this cluster. Default (.release.cta)
+// semantics: the arrival only says "my wgmmas have finished reading this stage"; there is no
+// generic-proxy data to publish to the cluster, and a .release.cluster arrive costs the consumer
+// a cluster-wide fence per k-block.
 __device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta) {
-  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}"
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.shared::cluster.b64 _, [ra];\n}"
                :: "r"(bar), "r"(cta) : "memory");
 }
 // Spin until the phase with parity `parity` of the mbarrier has completed.
@@ -131,14 +134,6 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
   unsigned done = 0;
   do {
     asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
-// Same, with cluster-scope acquire (the arrivals come from other CTAs of the cluster).
-__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   } while (!done);
 }
