@@ -527,7 +527,7 @@ mod tests {
                 .collect();
             assert_eq!(tf32.len(), 3, "{layouts}");
             assert!(tf32.iter().all(|c| c.source.code.contains(".f32.tf32.tf32")
-                && c.source.code.contains("int prepass)") == prepass));
+                && c.source.code.contains("int prepass") == prepass));
         }
     }
 

@@ -16,7 +16,7 @@ use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_synthesis::templates::gemm::reference::{gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::tuner::{worker_main, Budget, LookupSource, MeasureProtocol, TuningDb, Warmup, WorkerCommand};
-use rtx_synthesis::DType;
+use rtx_synthesis::{Arch, DType};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,13 +177,15 @@ fn tuned_entry_is_served_exact_and_to_a_nearby_shape() {
 }
 
 #[test]
-fn f32_and_tf32_gemms_are_served_by_simt_and_mma_and_tune() {
-    let Some(dev) = device_or_skip("f32_and_tf32_gemms_are_served_by_simt_and_mma_and_tune") else {
+fn f32_and_tf32_gemms_are_served_by_their_families_and_tune() {
+    let Some(dev) = device_or_skip("f32_and_tf32_gemms_are_served_by_their_families_and_tune") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let synth = synth_with_db(&dev, &dir.path().join("tuning.db"));
-    // f32 -> SIMT on any arch (the large default tile at 2048^2), tf32 -> mma.sync.
+    // f32 -> SIMT on any arch (the large default tile at 2048^2), tf32 -> wgmma on sm_90a (since
+    // e184ba7), else mma.sync.
+    let tf32_family = if synth.arch() == Arch::Sm90a { "gemm_wgmma" } else { "gemm_mma" };
     for (spec, family) in [
         (GemmSpec::new(2048, 2048, 512, DType::F32), "gemm_simt"),
         (
@@ -192,7 +194,7 @@ fn f32_and_tf32_gemms_are_served_by_simt_and_mma_and_tune() {
         ),
         (
             GemmSpec::new(512, 384, 256, DType::Tf32).with_layouts(Layout::Row, Layout::Col),
-            "gemm_mma",
+            tf32_family,
         ),
     ] {
         let k = synth

@@ -39,7 +39,12 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let per_tile = if c.pingpong { 1 } else { c.consumers };
     let rows_per_wg = if per_tile == 0 { 0 } else { c.bm / per_tile };
     let acc = rows_per_wg / 64 * c.bn / 2;
-    let smem = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages + 1024;
+    let ring = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages;
+    // TMA-store epilogue: two 8 KiB boxes per consumer after the ring, 1024-aligned.
+    let smem = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 8192 + 1024 } else { ring + 1024 };
+    let osz = p.epilogue.out_dtype.size_bytes() as u64;
+    let c_ok = (p.ldc as u64 * osz) % 16 == 0
+        && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz) % 16 == 0 && p.stride_c * osz < 1 << 40));
     let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
     let kblocks = p.k.div_ceil(c.bk);
     let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
@@ -57,7 +62,8 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (64..=256).contains(&c.wgmma_n)
         && c.bn % c.wgmma_n == 0
         && acc <= 128
-        && (2..=6).contains(&c.stages)
+        && (2..=12).contains(&c.stages)
+        && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
         && (c.cluster_m == 1 || c.bn % 128 == 0)
         && (1..=64).contains(&c.raster_group)
@@ -115,11 +121,12 @@ prop_compose! {
                     bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
                     bk in prop_oneof![5 => Just(64u32), 3 => Just(32), 1 => Just(16)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
                     wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(320)],
-                    stages in prop_oneof![6 => 2u32..7, 1 => Just(1), 1 => Just(7)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
+                    stages in prop_oneof![6 => 2u32..7, 2 => 7u32..13, 1 => Just(1), 1 => Just(13)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
                     persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)],
                     split_k in prop_oneof![6 => Just(1u32), 3 => 2u32..5, 1 => Just(16), 1 => Just(0), 1 => Just(17)],
-                    pingpong in prop_oneof![3 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong }
+                    pingpong in prop_oneof![3 => Just(false), 1 => Just(true)],
+                    tma_store in prop_oneof![2 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store }
     }
 }
 

@@ -179,7 +179,7 @@ struct Case {
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false }
 }
 
 /// `c` with the tf32 stage depth (32 four-byte elements = 128 bytes of K).
@@ -240,6 +240,35 @@ fn tf32_cases() -> Vec<Case> {
 /// `c` with split-K `split_k`.
 fn sk(c: WgmmaConfig, split_k: u32) -> WgmmaConfig {
     WgmmaConfig { split_k, ..c }
+}
+
+/// `c` with the TMA-store epilogue.
+fn ts(c: WgmmaConfig) -> WgmmaConfig {
+    WgmmaConfig { tma_store: true, ..c }
+}
+
+/// TMA-store epilogue cases: edges clipped by the copy engine, padded ldc (padding untouched),
+/// every output type, the full epilogue, batches, ping-pong, clusters and tf32.
+fn tma_store_cases() -> Vec<Case> {
+    use Layout::{Col, Row};
+    let tf32 = |m, n, k, la, lb| problem(m, n, k, DType::Tf32, la, lb);
+    let mut v = Vec::new();
+    let mut f32_out = problem(136, 200, 512, DType::Bf16, Row, Col);
+    f32_out.epilogue.out_dtype = DType::F32;
+    let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row));
+    fe.epilogue.out_dtype = DType::F16;
+    let mut fe32 = full_epilogue(problem(136, 264, 320, DType::Bf16, Col, Row));
+    fe32.epilogue.out_dtype = DType::F32;
+    v.push(Case { name: "ts_nn_300x520x200_odd_tiles", p: problem(300, 520, 200, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)), sample: None, sms: Some(3) });
+    v.push(Case { name: "ts_nt_136x200x512_f32_out", p: f32_out, c: ts(cfg(64, 128, 1, 128, 6, 1, true, 1)), sample: None, sms: Some(2) });
+    v.push(Case { name: "ts_nn_200x136x1000_full_epilogue_padded_ldc", p: fe, c: ts(cfg(128, 128, 2, 128, 5, 1, true, 8)), sample: None, sms: None });
+    v.push(Case { name: "ts_tn_136x264x320_full_epilogue_f32_out", p: fe32, c: ts(cfg(64, 256, 1, 256, 4, 1, true, 8)), sample: None, sms: Some(2) });
+    v.push(Case { name: "ts_nn_520x392x304_pingpong", p: problem(520, 392, 304, DType::F16, Row, Row), c: ts(pp(cfg(128, 128, 2, 128, 5, 1, true, 8))), sample: None, sms: Some(5) });
+    v.push(Case { name: "ts_nn_1000x1000x1000_cluster2", p: problem(1000, 1000, 1000, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 2, true, 8)), sample: None, sms: None });
+    v.push(Case { name: "ts_nn_256x200x96_batch3", p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3), c: ts(cfg(128, 128, 2, 64, 4, 1, true, 1)), sample: None, sms: Some(4) });
+    v.push(Case { name: "ts_tf32_nt_200x304x260", p: tf32(200, 304, 260, Row, Col), c: ts(tf(cfg(128, 128, 2, 128, 4, 1, true, 8))), sample: None, sms: None });
+    v.push(Case { name: "ts_nn_4096x4096x4096_sampled", p: problem(4096, 4096, 4096, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)), sample: Some(2048), sms: None });
+    v
 }
 
 /// `c` with ping-pong consumers.
@@ -507,6 +536,7 @@ fn cases() -> Vec<Case> {
         sms: None,
     });
     v.extend(tf32_cases());
+    v.extend(tma_store_cases());
     v
 }
 
@@ -663,14 +693,14 @@ fn split_k_and_pingpong_case_kernels_compile_without_spills() {
     }
     let t = WgmmaGemm::default();
     let mut n = 0;
-    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong) {
+    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store) {
         let src = t.emit(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert!(out.log.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{} spills:\n{}", case.name, out.log);
         assert!(!out.log.contains("serialized"), "{} serializes wgmma:\n{}", case.name, out.log);
         n += 1;
     }
-    assert!(n >= 15, "only {n} split-K / ping-pong cases");
+    assert!(n >= 24, "only {n} split-K / ping-pong / TMA-store cases");
 }
 
 #[test]

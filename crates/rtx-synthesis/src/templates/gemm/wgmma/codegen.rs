@@ -9,18 +9,20 @@
 //! `gridDim.x / cluster_m`, so the same code serves the one-unit-per-block and the persistent
 //! launch. The producer runs ahead across units (it only waits for free stages), so the next
 //! unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
-//! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace.
+//! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace. With
+//! `tma_store` the epilogue goes through swizzled shared-memory boxes and `cp.async.bulk.tensor`
+//! stores (one more trailing `tmC` map parameter), which drain while the consumer goes on.
 //!
 //! tf32 kernels read both operands K-major (m64nNk8, no transpose immediates); when the problem
 //! has an M/N-major tf32 operand the kernel also carries the staging pre-pass
 //! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
-use super::config::{WgmmaConfig, PRODUCER_REGS};
+use super::config::{WgmmaConfig, EPI_BOX_BYTES, PRODUCER_REGS};
 use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
 use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, DEVICE_HELPERS};
 use super::staging::{emit_prepass_fns, staging};
-use super::tma::{a_is_k_major, b_is_k_major};
+use super::tma::{a_is_k_major, b_is_k_major, epi_box_cols};
 use crate::templates::codegen::CudaWriter;
 use crate::templates::gemm::{Activation, GemmProblem};
 use crate::DType;
@@ -44,6 +46,131 @@ fn out_conversions(out: DType) -> (&'static str, &'static str, &'static str, &'s
         }
         DType::F16 => ("__half2float(x)", "__half22float2(x)", "__float2half_rn(v)", "__floats2half2_rn(v.x, v.y)", "__half2"),
         DType::F32 | DType::Tf32 => ("x", "x", "v", "v", "float2"),
+    }
+}
+
+/// Device helpers of the TMA-store epilogue: the epilogue math of one column pair as a float2,
+/// the swizzled shared-memory store of a pair, and the bulk-copy store / group primitives.
+fn emit_tma_store_fns(w: &mut CudaWriter, p: &GemmProblem) {
+    w.lines(
+        r#"// The epilogue of columns (col, col + 1) of one row as floats; nothing is read for elements past
+// M or N (the TMA store clips them, their value is never written).
+__device__ __forceinline__ float2 epi_pair(const TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int col,
+                                           int N, bool row_in, bool vec, float a0, float a1, float alpha, float beta) {
+  float2 v = make_float2(0.0f, 0.0f);
+  if (!row_in) return v;
+  if (vec && col + 1 < N) {
+    v = make_float2(alpha * a0, alpha * a1);
+    if (EPI_READ_C) {
+      const float2 c = out2_to_f2(*reinterpret_cast<const TOut2*>(Cb + off));
+      v.x += beta * c.x;
+      v.y += beta * c.y;
+    }
+    if (EPI_BIAS) {
+      const float2 b = out2_to_f2(*reinterpret_cast<const TOut2*>(bias + col));
+      v.x += b.x;
+      v.y += b.y;
+    }
+    v.x = activation(v.x);
+    v.y = activation(v.y);
+    if (EPI_RESIDUAL) {
+      const float2 r = out2_to_f2(*reinterpret_cast<const TOut2*>(Rb + off));
+      v.x += r.x;
+      v.y += r.y;
+    }
+  } else {
+    if (col < N) v.x = epi1(a0, Cb, bias, Rb, off, col, alpha, beta);
+    if (col + 1 < N) v.y = epi1(a1, Cb, bias, Rb, off + 1, col + 1, alpha, beta);
+  }
+  return v;
+}
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// TMA: store one box from this CTA's shared memory into the rank-3 map (clipped at its bounds).
+__device__ __forceinline__ void tma_store_3d(const TmaMap* map, unsigned src, int c0, int c1, int c2) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];"
+               :: "l"(reinterpret_cast<unsigned long long>(map)), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// At most N bulk groups of this thread still reading shared memory.
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+// At most N bulk groups of this thread not yet complete.
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;" :: "n"(N) : "memory");
+}"#,
+    );
+    if p.epilogue.out_dtype.size_bytes() == 4 {
+        w.lines(
+            r#"__device__ __forceinline__ void st_box(unsigned addr, float2 v) {
+  asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(v.x), "f"(v.y) : "memory");
+}"#,
+        );
+    } else {
+        w.lines(
+            r#"__device__ __forceinline__ void st_box(unsigned addr, float2 v) {
+  const TOut2 o = f2_to_out2(v);
+  asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(*reinterpret_cast<const unsigned*>(&o)) : "memory");
+}"#,
+        );
+    }
+}
+
+/// TMA-store epilogue of one unit: per 64-row block and 128-byte column span (one box), the
+/// consumer warpgroup waits until the box it is about to fill has been read by its store of two
+/// boxes ago, writes its fragments into it (128-byte swizzle: 16-byte chunk `q` of row `r` at
+/// chunk `q ^ (r % 8)`, so the 8 rows of a warp store hit distinct banks), fences the writes
+/// toward the async proxy, and thread 0 issues the store. Named barrier `3 + cw` (128 threads).
+fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    let osz = p.epilogue.out_dtype.size_bytes() as u32;
+    let cols = epi_box_cols(p);
+    let chunks = c.bn / cols;
+    w.comment("TMA-store epilogue: boxes of 64 rows x 128 bytes through two swizzled staging buffers.");
+    w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * ROWS_PER_CONSUMER;");
+    w.line("const int tcol = tn * BN;");
+    w.line("const int r_lo = warp * 16 + (lane >> 2);");
+    w.line("const int cpair = (lane & 3) * 2;");
+    for mi in 0..c.m_iters() {
+        for cb in 0..chunks {
+            w.open(format!("/* rows {}.., columns {}.. */", mi * 64, cb * cols));
+            w.line("const unsigned box = ebox + (ebuf & 1u) * EPI_BOX_BYTES;");
+            w.line("if (wtid == 0) bulk_wait_read<1>();");
+            w.line("named_bar_sync(3 + cw, 128);");
+            for ni in 0..c.n_iters() {
+                for j in 0..c.wgmma_n / 8 {
+                    let c8 = ni * c.wgmma_n + j * 8;
+                    if c8 / cols != cb {
+                        continue;
+                    }
+                    for h in 0..2u32 {
+                        w.open("");
+                        w.line(format!("const int r = r_lo + {};", h * 8));
+                        w.line(format!("const int row = trow + {} + r;", mi * 64));
+                        w.line(format!("const int col = tcol + {c8} + cpair;"));
+                        w.line(format!(
+                            "const float2 v = epi_pair(Cb, bias, Rb, (long long)row * ldc + col, col, N, row < M, vec, {a}[{}], {a}[{}], alpha, beta);",
+                            4 * j + 2 * h,
+                            4 * j + 2 * h + 1,
+                            a = acc_name(mi, ni)
+                        ));
+                        w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
+                        w.line("st_box(box + (unsigned)r * 128u + ((((byte >> 4) ^ (unsigned)(r & 7))) << 4) + (byte & 15u), v);");
+                        w.close("");
+                    }
+                }
+            }
+            w.line("fence_proxy_async_smem();");
+            w.line("named_bar_sync(3 + cw, 128);");
+            w.line(format!("if (wtid == 0) {{ tma_store_3d(&tmC, box, tcol + {}, trow + {}, bC); bulk_commit(); }}", cb * cols, mi * 64));
+            w.line("++ebuf;");
+            w.close("");
+        }
     }
 }
 
@@ -169,6 +296,10 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("unsigned long long", "DESC_A", format!("0x{:016x}ull", descriptor_bits(ak)));
     w.constant("unsigned long long", "DESC_B", format!("0x{:016x}ull", descriptor_bits(bk)));
     w.constant("unsigned", "A_CONSUMER_OFFSET", a_consumer_offset(c));
+    if c.tma_store {
+        w.constant("unsigned", "EPI_OFFSET", c.epi_offset());
+        w.constant("unsigned", "EPI_BOX_BYTES", EPI_BOX_BYTES);
+    }
 }
 
 /// The (inner, outer) TMA coordinates of box `b` of an operand whose M/N tile origin is `mn0`.
@@ -293,6 +424,11 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("if (EPI_BIAS) ptr_bits |= reinterpret_cast<unsigned long long>(bias);");
     w.line("if (EPI_RESIDUAL) ptr_bits |= reinterpret_cast<unsigned long long>(residual);");
     w.line("const bool vec = ((ldc & 1) == 0) && ((stride_c & 1) == 0) && (ptr_bits % (2 * sizeof(TOut)) == 0);");
+    if c.tma_store {
+        w.line("const unsigned ebox = smem + EPI_OFFSET + (unsigned)cw * 2u * EPI_BOX_BYTES;");
+        w.line("unsigned ebuf = 0;");
+        w.line("const int bC = stride_c != 0 ? batch : 0;");
+    }
     w.line("int s = 0;");
     w.line("unsigned ph = 0;");
     w.line("int it = 0;");
@@ -369,6 +505,13 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     if c.split_k > 1 {
         w.line("TOut* Cb = C + (long long)batch_now() * stride_c;");
         w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch_now() * stride_c : nullptr;");
+    }
+    if c.tma_store {
+        emit_tma_store_epilogue(w, p, c);
+        w.close(""); // units
+        w.comment("The last boxes must be read out of shared memory before the block exits.");
+        w.line("if (wtid == 0) bulk_wait<0>();");
+        return;
     }
     w.comment("Epilogue straight from the fragments (bounds-checked).");
     w.line("const int row0 = (tm * CLUSTER_M + (int)rank) * BM + cwu * ROWS_PER_CONSUMER + warp * 16 + (lane >> 2);");
@@ -488,12 +631,16 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.lines(DEVICE_HELPERS);
     emit_wgmma_fn(&mut w, c.wgmma_n, p.dtype, !a_is_k_major(p), !b_is_k_major(p));
     emit_epilogue_fns(&mut w, p);
+    if c.tma_store {
+        emit_tma_store_fns(&mut w, p);
+    }
     let stage = staging(p);
     if stage.any() {
         emit_prepass_fns(&mut w, stage);
     }
     w.line("");
     let stage_params = if stage.any() { ",\n    TIn* stage_a, TIn* stage_b, int prepass" } else { "" };
+    let tmc_param = if c.tma_store { ",\n    const __grid_constant__ TmaMap tmC" } else { "" };
     let cluster_attr = if c.cluster_m > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_m) } else { String::new() };
     w.open(format!(
         "extern \"C\" __global__ void __launch_bounds__(THREADS, 1){cluster_attr} {entry}(\n    \
@@ -502,7 +649,7 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
          long long stride_a, long long stride_b, long long stride_c,\n    \
          float alpha, float beta,\n    \
          const __grid_constant__ TmaMap tmA, const __grid_constant__ TmaMap tmB,\n    \
-         float* ws, unsigned* counters{stage_params})"
+         float* ws, unsigned* counters{stage_params}{tmc_param})"
     ));
     w.line("extern __shared__ __align__(1024) unsigned char smem_raw[];");
     if stage.any() {

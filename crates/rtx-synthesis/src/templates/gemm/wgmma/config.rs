@@ -19,6 +19,8 @@ pub const REGS_PER_SM: u32 = 65_536;
 pub const SWIZZLE_BYTES: u32 = 128;
 /// Bytes of one 64 x 64 two-byte TMA box (one MN-major swizzle column; 2-byte types only).
 pub const BOX_BYTES: u32 = BLOCK_K * SWIZZLE_BYTES;
+/// Bytes of one TMA-store epilogue box: 64 rows of one 128-byte swizzle span of C.
+pub const EPI_BOX_BYTES: u32 = 64 * SWIZZLE_BYTES;
 /// Slack added to the dynamic shared memory so the kernel can align its base to 1024 bytes.
 pub const SMEM_ALIGN_SLACK: u32 = 1024;
 
@@ -64,6 +66,13 @@ pub struct WgmmaConfig {
     /// other's mainloop. Needs `consumers == 2` and `persistent`.
     #[serde(default)]
     pub pingpong: bool,
+    /// TMA-store epilogue: each consumer warpgroup writes its outputs, 64 rows x 128 bytes at a
+    /// time, into one of two swizzled shared-memory boxes and one thread stores the box with
+    /// `cp.async.bulk.tensor` (full-line writes, clipped at M/N by the copy engine), so the
+    /// store drains while the consumer goes on. Needs `split_k == 1` (the split-K fix-up runs
+    /// per warp) and a 16-byte-aligned C (pitch, batch stride, pointer).
+    #[serde(default)]
+    pub tma_store: bool,
 }
 
 fn one() -> u32 {
@@ -134,9 +143,28 @@ impl WgmmaConfig {
         self.stages * self.stage_bytes()
     }
 
-    /// Dynamic shared memory the kernel needs: the ring, 2 mbarriers per stage and alignment slack.
+    /// Offset of the TMA-store epilogue boxes (1024-aligned for the 128-byte swizzle).
+    pub fn epi_offset(&self) -> u32 {
+        (self.barrier_offset() + 16 * self.stages).div_ceil(1024) * 1024
+    }
+
+    /// Bytes of the TMA-store epilogue boxes: two per consumer warpgroup (0 without `tma_store`).
+    pub fn epi_bytes(&self) -> u32 {
+        if self.tma_store {
+            self.consumers * 2 * EPI_BOX_BYTES
+        } else {
+            0
+        }
+    }
+
+    /// Dynamic shared memory the kernel needs: the ring, 2 mbarriers per stage, the epilogue
+    /// boxes (with `tma_store`) and alignment slack.
     pub fn smem_bytes(&self) -> u32 {
-        self.barrier_offset() + 16 * self.stages + SMEM_ALIGN_SLACK
+        if self.tma_store {
+            self.epi_offset() + self.epi_bytes() + SMEM_ALIGN_SLACK
+        } else {
+            self.barrier_offset() + 16 * self.stages + SMEM_ALIGN_SLACK
+        }
     }
 
     /// Registers per thread ptxas may use at launch with `__launch_bounds__(threads, 1)`.
@@ -200,6 +228,9 @@ impl WgmmaConfig {
         if self.pingpong {
             s.push_str("_pp");
         }
+        if self.tma_store {
+            s.push_str("_ts");
+        }
         s
     }
 }
@@ -221,6 +252,7 @@ mod tests {
             raster_group: 8,
             split_k: 1,
             pingpong: false,
+            tma_store: false,
         }
     }
 
@@ -281,6 +313,18 @@ mod tests {
         assert_eq!(t.a_stage_bytes(), 128 * 32 * 4);
         assert_eq!(t.b_stage_bytes(), 256 * 32 * 4);
         assert!(t.smem_bytes() <= 227 * 1024);
+    }
+
+    #[test]
+    fn tma_store_adds_two_aligned_boxes_per_consumer() {
+        let c = WgmmaConfig { tma_store: true, ..big() };
+        assert_eq!(c.epi_offset() % 1024, 0);
+        assert!(c.epi_offset() >= c.barrier_offset() + 16 * c.stages);
+        assert_eq!(c.epi_bytes(), 2 * 2 * 8192);
+        assert_eq!(c.smem_bytes(), 4 * 48 * 1024 + 1024 + 32 * 1024 + 1024);
+        assert!(c.smem_bytes() <= 227 * 1024, "the 128x256 4-stage config still fits");
+        assert_eq!(big().epi_bytes(), 0);
+        assert!(c.tag().ends_with("_ts"));
     }
 
     #[test]

@@ -132,6 +132,7 @@ mod tests {
             raster_group: 8,
             split_k: 1,
             pingpong: false,
+            tma_store: false,
         }
     }
 

@@ -9,7 +9,7 @@
 
 use super::config::WgmmaConfig;
 use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
-use super::tma::{TmaDesc, TmaSwizzle};
+use super::tma::{tma_desc_c, TmaDesc, TmaSwizzle};
 use super::WgmmaGemm;
 use crate::templates::gemm::GemmProblem;
 use crate::templates::{ConstraintViolation, Template};
@@ -79,7 +79,7 @@ pub enum WgmmaLaunchError {
     /// `cuTensorMapEncodeTiled` rejected a map.
     #[error("tensor map of {operand}: {reason}")]
     TensorMap {
-        /// A or B.
+        /// A, B or C.
         operand: &'static str,
         /// The driver's error or the violated rule.
         reason: String,
@@ -233,6 +233,15 @@ impl WgmmaGemm {
         let addr_b = if st.b { stage_b } else { bufs.b.ptr() };
         let tm_a = encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
         let tm_b = encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
+        let tm_c = if c.tma_store {
+            if bufs.c.ptr() % 16 != 0 {
+                return Err(WgmmaLaunchError::Misaligned { what: "C (TMA-store epilogue)", addr: bufs.c.ptr() });
+            }
+            let dc = tma_desc_c(p);
+            Some(encode_tensor_map(&dc, bufs.c.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "C", reason })?)
+        } else {
+            None
+        };
         let dims = self.launch(p, c);
         let pre = self.prepass_launch(p, c);
         f.set_max_dynamic_smem(dims.dynamic_smem.max(pre.map_or(0, |d| d.dynamic_smem)))?;
@@ -263,6 +272,9 @@ impl WgmmaGemm {
             if st.any() {
                 args.u64(stage_a).u64(stage_b).i32(prepass);
             }
+            if let Some(tm_c) = &tm_c {
+                args.bytes(tm_c, TENSOR_MAP_ALIGN);
+            }
             args
         };
         if let Some(pd) = pre {
@@ -278,8 +290,8 @@ impl WgmmaGemm {
         let mut args = args_for(&q, 0);
         tracing::debug!(kernel = f.name(), grid = ?dims.grid, block = ?dims.block, smem = dims.dynamic_smem, "wgmma GEMM launch");
         // SAFETY: the arguments follow the kernel ABI documented in `wgmma.rs` (pointers, 6 ints,
-        // 3 long longs, 2 floats, 2 by-value 128-byte maps, 2 workspace pointers, and for staged
-        // tf32 problems 2 staging pointers and the pre-pass flag); the buffers were checked to be large
+        // 3 long longs, 2 floats, 2 by-value 128-byte maps, 2 workspace pointers, for staged
+        // tf32 problems 2 staging pointers and the pre-pass flag, and with `tma_store` the map of C); the buffers were checked to be large
         // enough for every element the kernel reads or writes, and outlive the call (the caller
         // keeps them alive until the stream has run the kernel).
         unsafe { f.launch(stream, &cfg, &mut args)? };

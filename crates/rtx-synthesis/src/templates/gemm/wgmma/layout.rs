@@ -244,6 +244,7 @@ mod tests {
             raster_group: 1,
             split_k: 1,
             pingpong: false,
+            tma_store: false,
         }
     }
 

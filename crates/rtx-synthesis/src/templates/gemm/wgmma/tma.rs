@@ -171,6 +171,29 @@ pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     }
 }
 
+/// Columns of C one TMA-store box spans: one 128-byte swizzle span of the output type.
+pub fn epi_box_cols(p: &GemmProblem) -> u32 {
+    128 / p.epilogue.out_dtype.size_bytes() as u32
+}
+
+/// The map of C for the TMA-store epilogue (`tma_store`): `(N, M, batch)` with the row pitch
+/// `ldc`, 64-row boxes of one 128-byte swizzle span. The copy engine clips the boxes at N and
+/// M, so the padding columns of a padded `ldc` are never written.
+pub fn tma_desc_c(p: &GemmProblem) -> TmaDesc {
+    let osz = p.epilogue.out_dtype.size_bytes() as u64;
+    let row_bytes = p.ldc as u64 * osz;
+    let (batch_dim, batch_stride) =
+        if p.batch > 1 && p.stride_c != 0 { (p.batch as u64, p.stride_c * osz) } else { (1, p.m as u64 * row_bytes) };
+    TmaDesc {
+        dtype: p.epilogue.out_dtype,
+        rank: 3,
+        dims: [p.n as u64, p.m as u64, batch_dim],
+        strides: [row_bytes, batch_stride.max(16)],
+        box_dims: [epi_box_cols(p), 64, 1],
+        swizzle: TmaSwizzle::B128,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +211,7 @@ mod tests {
             raster_group: 1,
             split_k: 1,
             pingpong: false,
+            tma_store: false,
         }
     }
 
@@ -241,5 +265,18 @@ mod tests {
         let mut d = tma_desc_a(&GemmProblem::nn(64, 64, 64, DType::Bf16), &cfg());
         d.box_dims[0] = 128;
         assert!(d.validate().unwrap_err().0.contains("swizzle span"));
+    }
+
+    #[test]
+    fn c_map_spans_n_by_m_with_one_swizzle_span_boxes() {
+        let mut p = GemmProblem::nn(300, 520, 64, DType::Bf16);
+        p.ldc = 528;
+        let c = tma_desc_c(&p);
+        assert_eq!((c.dims, c.strides, c.box_dims), ([520, 300, 1], [1056, 1056 * 300], [64, 64, 1]));
+        c.validate().unwrap();
+        p.epilogue.out_dtype = DType::F32;
+        let f = tma_desc_c(&p);
+        assert_eq!((f.box_dims, f.strides[0], f.cu_data_type()), ([32, 64, 1], 528 * 4, 7));
+        f.validate().unwrap();
     }
 }
