@@ -2,7 +2,7 @@
 //! documented rules on random problems/configs/architectures, and `emit()` never panics.
 
 use proptest::prelude::*;
-use rtx_synthesis::templates::gemm::wgmma::{tma_desc_a, tma_desc_b, WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::wgmma::{tma_desc_a, tma_desc_b, tma_desc_c, WgmmaConfig, WgmmaGemm};
 use rtx_synthesis::templates::gemm::{Activation, Epilogue, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
@@ -185,10 +185,14 @@ proptest! {
                 // The tensor maps a valid problem produces satisfy the driver's rules.
                 prop_assert!(tma_desc_a(&p, &c).validate().is_ok());
                 prop_assert!(tma_desc_b(&p, &c).validate().is_ok());
+                if c.tma_store {
+                    prop_assert!(tma_desc_c(&p).validate().is_ok());
+                    prop_assert!(src.code.contains("TmaMap tmC)"));
+                }
                 // tf32: k8 instructions without transpose immediates, the pre-pass exactly for
                 // M/N-major operands, inner boxes of 32 four-byte elements.
                 let staged = p.dtype == DType::Tf32 && (p.layout_a == Layout::Col || p.layout_b == Layout::Row);
-                prop_assert_eq!(src.code.contains("int prepass)"), staged);
+                prop_assert_eq!(src.code.contains("int prepass"), staged);
                 prop_assert_eq!(WgmmaGemm::staging_bytes(&p) > 0, staged);
                 if p.dtype == DType::Tf32 {
                     let instr = format!("wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32", c.wgmma_n);

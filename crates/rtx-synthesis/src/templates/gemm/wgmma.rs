@@ -71,7 +71,7 @@ pub mod tma;
 pub use config::WgmmaConfig;
 pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
 pub use staging::{kernel_problem, staging, staging_bytes, Staging};
-pub use tma::{tma_desc_a, tma_desc_b, TmaDesc, TmaDescError, TmaSwizzle};
+pub use tma::{epi_box_cols, tma_desc_a, tma_desc_b, tma_desc_c, TmaDesc, TmaDescError, TmaSwizzle};
 
 use super::{Activation, GemmProblem, Layout};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
@@ -82,6 +82,32 @@ use config::{BLOCK_K, BLOCK_K_TF32, SWIZZLE_BYTES};
 pub const NAME: &str = "gemm_wgmma";
 /// Bump on any change to the generated code.
 pub const VERSION: u32 = 3;
+/// One rung of the default-config ladder ([`Template::default_config`] of [`WgmmaGemm`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DefaultRung {
+    /// Tile rows.
+    pub bm: u32,
+    /// Tile columns.
+    pub bn: u32,
+    /// Consumer warpgroups.
+    pub consumers: u32,
+    /// N of each wgmma instruction.
+    pub wgmma_n: u32,
+    /// Ring depth.
+    pub stages: u32,
+    /// Persistent launch (and so the TMA-store epilogue for f16/bf16).
+    pub persistent: bool,
+    /// Rasterization group.
+    pub raster_group: u32,
+}
+
+/// Default configs from the largest tile to the smallest (see `default_config`).
+pub const DEFAULT_LADDER: [DefaultRung; 4] = [
+    DefaultRung { bm: 128, bn: 256, consumers: 2, wgmma_n: 256, stages: 4, persistent: true, raster_group: 8 },
+    DefaultRung { bm: 128, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, persistent: true, raster_group: 8 },
+    DefaultRung { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 8, persistent: false, raster_group: 1 },
+    DefaultRung { bm: 64, bn: 64, consumers: 1, wgmma_n: 64, stages: 10, persistent: false, raster_group: 1 },
+];
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
 pub const MAX_STAGES: u32 = 12;
 /// Ring depths the search space offers. Deep rings pay off where a block runs only a few k-blocks
@@ -278,6 +304,26 @@ impl WgmmaGemm {
             return Err(format!("consumer register budget {} leaves too little beside {} accumulators", c.consumer_regs(), c.acc_regs()));
         }
         Ok(())
+    }
+
+    /// The config of one [`DEFAULT_LADDER`] rung for `problem` (the TMA-store epilogue for
+    /// f16/bf16 on a persistent rung where C allows it; tf32 stores directly).
+    pub fn rung_config(&self, problem: &GemmProblem, rung: &DefaultRung) -> WgmmaConfig {
+        let sixteen_bit = matches!(problem.dtype, DType::F16 | DType::Bf16);
+        WgmmaConfig {
+            bm: rung.bm,
+            bn: rung.bn,
+            bk: Self::block_k(problem.dtype).unwrap_or(BLOCK_K),
+            consumers: rung.consumers,
+            wgmma_n: rung.wgmma_n,
+            stages: rung.stages,
+            cluster_m: 1,
+            persistent: rung.persistent,
+            raster_group: rung.raster_group,
+            split_k: 1,
+            pingpong: false,
+            tma_store: sixteen_bit && rung.persistent && Self::check_tma_store(problem).is_ok(),
+        }
     }
 
     /// What the TMA-store epilogue needs of C: a 16-byte row pitch and, when batched, a 16-byte
@@ -479,26 +525,28 @@ impl Template for WgmmaGemm {
         Ok(())
     }
 
-    /// 128 x 256 tiles, 2 consumer warpgroups (64 x 256 each, n256 instructions), 4 stages of
-    /// 128 bytes of K (64 f16/bf16 or 32 tf32 elements: 4 x 48 KiB + barriers + slack =
-    /// 193 KiB of the 227 KiB), persistent, 8-row rasterization; for f16/bf16 the TMA-store
-    /// epilogue where C allows it (H200, 2026-12-04: 194.3 -> 182.4 us at bf16 4096^3 and
-    /// 72.4 -> 57.5 us at 4096x4096x1000 on this tile; tf32 keeps the measured direct stores).
+    /// Shape-aware: the largest tile of [`DEFAULT_LADDER`] whose work units (tiles x batch)
+    /// fill 90% of the SMs, else the smallest. The ladder holds the configs that won guided
+    /// tuning on the H200 (2026-12-04, bf16 NN, cuBLAS in the same process): 128 x 256 at
+    /// 4096^3 / 8192^3 / 4096^2 x 1000 (0.96x / 0.99x / 0.90x), 128 x 128 one consumer at
+    /// 256 x 8192^2 (1.01x), 64 x 128 at 1024^3 (0.89x), 64 x 64 at 64 x 8192^2 (0.98x) and
+    /// 512^3 (0.98x). f16/bf16 store through the TMA-store epilogue where the tile is persistent
+    /// and C allows it. tf32 keeps its measured 128 x 256, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
-        WgmmaConfig {
-            bm: 128,
-            bn: 256,
-            bk: Self::block_k(problem.dtype).unwrap_or(BLOCK_K),
-            consumers: 2,
-            wgmma_n: 256,
-            stages: 4,
-            cluster_m: 1,
-            persistent: true,
-            raster_group: 8,
-            split_k: 1,
-            pingpong: false,
-            tma_store: matches!(problem.dtype, DType::F16 | DType::Bf16) && Self::check_tma_store(problem).is_ok(),
-        }
+        let sixteen_bit = matches!(problem.dtype, DType::F16 | DType::Bf16);
+        let rung = if sixteen_bit {
+            let units = |bm: u32, bn: u32| {
+                problem.m.div_ceil(bm) as u64 * problem.n.div_ceil(bn) as u64 * problem.batch.max(1) as u64
+            };
+            let fill = (self.sm_count as u64 * 9).div_ceil(10);
+            DEFAULT_LADDER
+                .iter()
+                .find(|r| units(r.bm, r.bn) >= fill)
+                .unwrap_or(&DEFAULT_LADDER[DEFAULT_LADDER.len() - 1])
+        } else {
+            &DEFAULT_LADDER[0]
+        };
+        self.rung_config(problem, rung)
     }
 
     fn emit(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
@@ -598,6 +646,33 @@ mod tests {
     }
 
     #[test]
+    fn default_config_follows_the_measured_ladder() {
+        let t = WgmmaGemm::new(132);
+        let pick = |m, n, k| {
+            let p = GemmProblem::nn(m, n, k, DType::Bf16);
+            let c = t.default_config(&p, Arch::Sm90a);
+            t.check(&p, &c, Arch::Sm90a).unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+            (c.bm, c.bn, c.consumers, c.stages, c.persistent, c.tma_store)
+        };
+        assert_eq!(pick(4096, 4096, 4096), (128, 256, 2, 4, true, true));
+        assert_eq!(pick(4096, 4096, 1000), (128, 256, 2, 4, true, true));
+        assert_eq!(pick(256, 8192, 8192), (128, 128, 1, 6, true, true));
+        assert_eq!(pick(1024, 1024, 1024), (64, 128, 1, 8, false, false));
+        assert_eq!(pick(64, 8192, 8192), (64, 64, 1, 10, false, false));
+        assert_eq!(pick(512, 512, 512), (64, 64, 1, 10, false, false));
+        assert_eq!(pick(8, 16, 8), (64, 64, 1, 10, false, false));
+        // A batch of small products fills the GPU like one large one.
+        let b = GemmProblem::nn(512, 512, 512, DType::F16).batched(8);
+        assert_eq!(t.default_config(&b, Arch::Sm90a).bm, 128);
+        // Every rung is a valid config of every 16-bit layout, and tf32 keeps the 128 x 256 tile.
+        for r in DEFAULT_LADDER {
+            assert!(r.bm % (64 * r.consumers) == 0 && r.bn % r.wgmma_n == 0);
+        }
+        let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
+        assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (128, 256, 4, false));
+    }
+
+    #[test]
     fn tma_store_rules_are_checked_before_compiling() {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::nn(512, 520, 512, DType::Bf16);
@@ -645,7 +720,7 @@ mod tests {
     fn rejections_name_the_reason() {
         let t = WgmmaGemm::default();
         let p = GemmProblem::nn(256, 256, 256, DType::Bf16);
-        let c = t.default_config(&p, Arch::Sm90a);
+        let c = t.rung_config(&p, &DEFAULT_LADDER[0]);
         assert!(t.check(&p, &c, Arch::Sm120).unwrap_err().reason.contains("sm_90a"));
         assert!(t.check(&p, &c, Arch::Sm80).unwrap_err().reason.contains("sm_90a"));
         let f32p = GemmProblem::nn(256, 256, 256, DType::F32);
@@ -692,7 +767,7 @@ mod tests {
     fn split_k_and_pingpong_rules() {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::new(64, 8192, 8192, DType::Bf16, Layout::Row, Layout::Col);
-        let base = t.default_config(&p, Arch::Sm90a);
+        let base = t.rung_config(&p, &DEFAULT_LADDER[0]);
         let sk = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, split_k: 2, tma_store: false, ..base.clone() };
         t.check(&p, &sk, Arch::Sm90a).unwrap();
         assert_eq!(t.launch(&p, &sk).grid, [128, 1, 1], "64 tiles x 2 slices");
@@ -718,11 +793,11 @@ mod tests {
         p.epilogue.bias = true;
         p.epilogue.activation = Activation::GeluErf;
         p.epilogue.out_dtype = DType::F32;
-        let c = t.default_config(&p, Arch::Sm90a);
+        let c = t.rung_config(&p, &DEFAULT_LADDER[0]);
         assert_eq!(t.entry_name(&p, &c), "rtx_wgmma_f16_rc_128x256x64_c2_n256_s4_cl1_g8_ts_bias_geluerf_of32");
         // C with a pitch the TMA store cannot take: the default stores directly.
         p.ldc = 66;
-        let direct = t.default_config(&p, Arch::Sm90a);
+        let direct = t.rung_config(&p, &DEFAULT_LADDER[0]);
         assert!(!direct.tma_store);
         t.check(&p, &direct, Arch::Sm90a).unwrap();
         assert!(!t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a).tma_store);
