@@ -2,7 +2,7 @@
 //! no spills, registers within the launch / `setmaxnreg` budgets, wgmma and TMA present.
 
 use rtx_synthesis::aot::{self, Toolchain};
-use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm, DEFAULT_LADDER};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
@@ -191,6 +191,33 @@ fn default_config_compiles_without_spills() {
     let t = WgmmaGemm::default();
     let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
     compile_and_check(&t, &p, &t.default_config(&p, Arch::Sm90a));
+}
+
+#[test]
+fn every_default_ladder_rung_compiles_without_spills() {
+    if !toolchain_or_skip("every_default_ladder_rung_compiles_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    // Each rung in each layout, with the plain epilogue and with everything fused (f32 output).
+    for rung in DEFAULT_LADDER {
+        for (i, (la, lb)) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut p = GemmProblem::new(1024, 1024, 1024, if i % 2 == 0 { DType::Bf16 } else { DType::F16 }, la, lb);
+            if i >= 2 {
+                p.epilogue.beta = 0.5;
+                p.epilogue.bias = true;
+                p.epilogue.activation = Activation::GeluTanh;
+                p.epilogue.residual = true;
+                p.epilogue.out_dtype = DType::F32;
+            }
+            let c = t.rung_config(&p, &rung);
+            assert_eq!(c.tma_store, rung.persistent, "{rung:?}");
+            compile_and_check(&t, &p, &c);
+        }
+    }
 }
 
 #[test]
