@@ -326,6 +326,36 @@ impl WgmmaGemm {
         }
     }
 
+    /// The f16/bf16 default (see [`Template::default_config`]): the ladder rung the cost model
+    /// predicts fastest, ties within 0.5% going to more work units, then the larger tile. `None`
+    /// for tf32 or without H200 facts in the hardware database.
+    fn model_pick(&self, problem: &GemmProblem) -> Option<WgmmaConfig> {
+        if !matches!(problem.dtype, DType::F16 | DType::Bf16) {
+            return None;
+        }
+        let facts = crate::tuner::DeviceFacts {
+            sm_count: self.sm_count.max(1),
+            ..crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0))?
+        };
+        let scored: Vec<(WgmmaConfig, f64, u64)> = DEFAULT_LADDER
+            .iter()
+            .map(|r| self.rung_config(problem, r))
+            .filter_map(|c| {
+                let us = cost::estimate_us(problem, &c, &facts)?;
+                let units = c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
+                Some((c, us, units))
+            })
+            .collect();
+        let best = scored.iter().map(|s| s.1).min_by(f64::total_cmp)?;
+        let mut pick: Option<&(WgmmaConfig, f64, u64)> = None;
+        for s in scored.iter().filter(|s| s.1 <= best * 1.005) {
+            if pick.is_none_or(|p| s.2 > p.2) {
+                pick = Some(s);
+            }
+        }
+        pick.map(|p| p.0.clone())
+    }
+
     /// What the TMA-store epilogue needs of C: a 16-byte row pitch and, when batched, a 16-byte
     /// batch stride below 2^40 bytes (the C pointer's 16-byte alignment is checked at launch).
     pub fn check_tma_store(p: &GemmProblem) -> Result<(), String> {
@@ -536,33 +566,7 @@ impl Template for WgmmaGemm {
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 keeps its measured 128 x 256, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
-        let sixteen_bit = matches!(problem.dtype, DType::F16 | DType::Bf16);
-        let facts = crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0)).map(|f| crate::tuner::DeviceFacts {
-            sm_count: self.sm_count.max(1),
-            ..f
-        });
-        let (Some(facts), true) = (facts, sixteen_bit) else {
-            return self.rung_config(problem, &DEFAULT_LADDER[0]);
-        };
-        let scored: Vec<(WgmmaConfig, f64, u64)> = DEFAULT_LADDER
-            .iter()
-            .map(|r| self.rung_config(problem, r))
-            .filter_map(|c| {
-                let us = cost::estimate_us(problem, &c, &facts)?;
-                let units = c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
-                Some((c, us, units))
-            })
-            .collect();
-        let Some(best) = scored.iter().map(|s| s.1).min_by(f64::total_cmp) else {
-            return self.rung_config(problem, &DEFAULT_LADDER[0]);
-        };
-        let mut pick: Option<&(WgmmaConfig, f64, u64)> = None;
-        for s in scored.iter().filter(|s| s.1 <= best * 1.005) {
-            if pick.map_or(true, |p| s.2 > p.2) {
-                pick = Some(s);
-            }
-        }
-        pick.map_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]), |p| p.0.clone())
+        self.model_pick(problem).unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
     }
 
     fn emit(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {

@@ -124,18 +124,19 @@ pub(crate) fn b_is_k_major(p: &GemmProblem) -> bool {
     kernel_problem(p).layout_b == Layout::Col
 }
 
-/// One operand's map: `rows x cols` as stored (cols contiguous), leading dimension `ld`,
-/// batch stride `stride` (elements; 0 broadcasts) and the box.
-fn operand_map(p: &GemmProblem, rows: u32, cols: u32, ld: u32, stride: u64, box_inner: u32, box_outer: u32) -> TmaDesc {
-    let esz = p.dtype.size_bytes() as u64;
+/// One matrix's map (an operand, or C for the TMA store): `rows x cols` of `dtype` as stored
+/// (cols contiguous), leading dimension `ld`, batch stride `stride` (elements; 0 broadcasts) and
+/// the `(inner, outer)` box.
+fn operand_map(p: &GemmProblem, dtype: DType, rows: u32, cols: u32, ld: u32, stride: u64, box_dims: [u32; 2]) -> TmaDesc {
+    let esz = dtype.size_bytes() as u64;
     let row_bytes = ld as u64 * esz;
     let (batch_dim, batch_stride) = if p.batch > 1 && stride != 0 { (p.batch as u64, stride * esz) } else { (1, rows as u64 * row_bytes) };
     TmaDesc {
-        dtype: p.dtype,
+        dtype,
         rank: 3,
         dims: [cols as u64, rows as u64, batch_dim],
         strides: [row_bytes, batch_stride],
-        box_dims: [box_inner, box_outer, 1],
+        box_dims: [box_dims[0], box_dims[1], 1],
         swizzle: TmaSwizzle::B128,
     }
 }
@@ -151,9 +152,9 @@ const MN_BOX: u32 = 64;
 pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     let q = kernel_problem(p);
     if q.layout_a == Layout::Row {
-        operand_map(&q, q.m, q.k, q.lda, q.stride_a, c.bk, c.bm)
+        operand_map(&q, q.dtype, q.m, q.k, q.lda, q.stride_a, [c.bk, c.bm])
     } else {
-        operand_map(&q, q.k, q.m, q.lda, q.stride_a, MN_BOX, c.bk)
+        operand_map(&q, q.dtype, q.k, q.m, q.lda, q.stride_a, [MN_BOX, c.bk])
     }
 }
 
@@ -165,9 +166,9 @@ pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
 pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     let q = kernel_problem(p);
     if q.layout_b == Layout::Col {
-        operand_map(&q, q.n, q.k, q.ldb, q.stride_b, c.bk, c.bn / c.cluster_m.max(1))
+        operand_map(&q, q.dtype, q.n, q.k, q.ldb, q.stride_b, [c.bk, c.bn / c.cluster_m.max(1)])
     } else {
-        operand_map(&q, q.k, q.n, q.ldb, q.stride_b, MN_BOX, c.bk)
+        operand_map(&q, q.dtype, q.k, q.n, q.ldb, q.stride_b, [MN_BOX, c.bk])
     }
 }
 
@@ -180,18 +181,7 @@ pub fn epi_box_cols(p: &GemmProblem) -> u32 {
 /// `ldc`, 64-row boxes of one 128-byte swizzle span. The copy engine clips the boxes at N and
 /// M, so the padding columns of a padded `ldc` are never written.
 pub fn tma_desc_c(p: &GemmProblem) -> TmaDesc {
-    let osz = p.epilogue.out_dtype.size_bytes() as u64;
-    let row_bytes = p.ldc as u64 * osz;
-    let (batch_dim, batch_stride) =
-        if p.batch > 1 && p.stride_c != 0 { (p.batch as u64, p.stride_c * osz) } else { (1, p.m as u64 * row_bytes) };
-    TmaDesc {
-        dtype: p.epilogue.out_dtype,
-        rank: 3,
-        dims: [p.n as u64, p.m as u64, batch_dim],
-        strides: [row_bytes, batch_stride.max(16)],
-        box_dims: [epi_box_cols(p), 64, 1],
-        swizzle: TmaSwizzle::B128,
-    }
+    operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p), 64])
 }
 
 #[cfg(test)]
