@@ -69,12 +69,20 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false, tma_store: false }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false, tma_store: false, split_n: false }
 }
 
 /// The same config with the tf32 stage depth (32 four-byte elements = 128 bytes).
 fn tf(c: WgmmaConfig) -> WgmmaConfig {
     WgmmaConfig { bk: 32, ..c }
+}
+
+/// `p` with the epilogue that reads everything: beta * C, bias, activation `act`, residual.
+fn fuse_all(p: &mut GemmProblem, act: Activation) {
+    p.epilogue.beta = 0.5;
+    p.epilogue.bias = true;
+    p.epilogue.activation = act;
+    p.epilogue.residual = true;
 }
 
 const LAYOUTS: [(Layout, Layout); 4] =
@@ -124,10 +132,7 @@ fn tf32_tile_shapes_layouts_and_clusters_compile() {
         p.lda = p.lda.next_multiple_of(4);
         p.ldb = p.ldb.next_multiple_of(4);
         if i % 3 == 1 {
-            p.epilogue.beta = 0.5;
-            p.epilogue.bias = true;
-            p.epilogue.activation = Activation::GeluErf;
-            p.epilogue.residual = true;
+            fuse_all(&mut p, Activation::GeluErf);
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         let staged = la == Layout::Col || lb == Layout::Row;
@@ -207,10 +212,7 @@ fn every_default_ladder_rung_compiles_without_spills() {
         {
             let mut p = GemmProblem::new(1024, 1024, 1024, if i % 2 == 0 { DType::Bf16 } else { DType::F16 }, la, lb);
             if i >= 2 {
-                p.epilogue.beta = 0.5;
-                p.epilogue.bias = true;
-                p.epilogue.activation = Activation::GeluTanh;
-                p.epilogue.residual = true;
+                fuse_all(&mut p, Activation::GeluTanh);
                 p.epilogue.out_dtype = DType::F32;
             }
             let c = t.rung_config(&p, &rung);
@@ -282,7 +284,8 @@ fn ptx_contains_the_hopper_instructions() {
     }
     let tc = Toolchain::get().unwrap();
     let t = WgmmaGemm::default();
-    for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2))] {
+    let ts = WgmmaConfig { tma_store: true, ..cfg(128, 256, 2, 256, 4, 1) };
+    for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2)), (Layout::Row, ts)] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, lb);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         let opts = cudarc::nvrtc::CompileOptions {
@@ -305,6 +308,12 @@ fn ptx_contains_the_hopper_instructions() {
         assert!(count("wgmma.wait_group.sync.aligned 1") >= 1 && count("wgmma.wait_group.sync.aligned 0") >= 1);
         assert!(count("mbarrier.try_wait.parity") >= 2);
         assert!(ptx.contains(".maxntid 384, 1, 1"), "launch bounds reach the PTX");
+        if c.tma_store {
+            // 16-bit outputs leave through stmatrix.x4: one per 16 columns x 16 rows of a warp,
+            // i.e. bn / 16 per m64 block per consumer; then one bulk tensor store per 64 x 64 box.
+            assert_eq!(count("stmatrix.sync.aligned.m8n8.x4.shared.b16") as u32, c.m_iters() * c.bn / 16, "stmatrix per m64 x 16 columns");
+            assert_eq!(count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") as u32, c.m_iters() * c.bn / 64, "one store per box");
+        }
         if c.cluster_m == 2 {
             assert!(count(".multicast::cluster") >= 1);
             assert!(ptx.contains(".reqnctapercluster 2, 1, 1"), "cluster dims reach the PTX");
@@ -352,14 +361,37 @@ fn split_k_and_pingpong_compile_without_spills() {
         let mut p = GemmProblem::new(1000, 1000, 1024, DType::Bf16, Layout::Row, lb);
         if i % 2 == 1 {
             // The split-K fix-up runs the full fused epilogue too.
-            p.epilogue.beta = 0.5;
-            p.epilogue.bias = true;
-            p.epilogue.activation = Activation::GeluTanh;
-            p.epilogue.residual = true;
+            fuse_all(&mut p, Activation::GeluTanh);
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         assert_eq!(src.code.contains("atomicAdd(cnt, 1u)"), c.split_k > 1, "{}", src.entry);
         assert_eq!(src.code.contains("if ((it & 1) != cw)"), c.pingpong, "{}", src.entry);
+        compile_and_check(&t, &p, &c);
+    }
+}
+
+#[test]
+fn split_n_compiles_without_spills() {
+    if !toolchain_or_skip("split_n_compiles_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let sn = |c: WgmmaConfig| WgmmaConfig { split_n: true, ..c };
+    let ts = |c: WgmmaConfig| WgmmaConfig { tma_store: true, ..c };
+    let cases = [
+        (Layout::Row, Layout::Row, sn(WgmmaConfig { persistent: false, ..cfg(64, 128, 2, 64, 8, 1) })),
+        (Layout::Col, Layout::Col, ts(sn(cfg(128, 256, 2, 128, 4, 2)))),
+        (Layout::Row, Layout::Col, WgmmaConfig { split_k: 2, ..sn(cfg(64, 256, 2, 128, 5, 1)) }),
+        (Layout::Col, Layout::Row, ts(sn(cfg(128, 128, 2, 64, 6, 1)))),
+    ];
+    for (i, (la, lb, c)) in cases.into_iter().enumerate() {
+        let mut p = GemmProblem::new(1000, 1000, 1024, DType::Bf16, la, lb);
+        if i % 2 == 1 {
+            fuse_all(&mut p, Activation::GeluTanh);
+        }
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        assert!(src.entry.contains("_sn"), "{}", src.entry);
+        assert!(src.code.contains(&format!("B_CONSUMER_OFFSET = {}", c.bn / 2 * 128)), "{}", src.entry);
         compile_and_check(&t, &p, &c);
     }
 }

@@ -179,7 +179,7 @@ struct Case {
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false, split_n: false }
 }
 
 /// `c` with the tf32 stage depth (32 four-byte elements = 128 bytes of K).
@@ -271,6 +271,35 @@ fn tma_store_cases() -> Vec<Case> {
     v
 }
 
+/// `c` with column-split consumers.
+fn sn(c: WgmmaConfig) -> WgmmaConfig {
+    WgmmaConfig { split_n: true, ..c }
+}
+
+/// Column-split consumer cases (`split_n`): both epilogues, every layout, edges, the fused
+/// epilogue, split-K, clusters, batches and tf32.
+fn split_n_cases() -> Vec<Case> {
+    use Layout::{Col, Row};
+    let mut v = Vec::new();
+    for (name, la, lb) in [
+        ("sn_nn_296x520x200_64x128", Row, Row),
+        ("sn_nt_296x520x200_64x128", Row, Col),
+        ("sn_tn_296x520x200_64x128", Col, Col),
+        ("sn_tt_296x520x200_64x128", Col, Row),
+    ] {
+        v.push(Case { name, p: problem(296, 520, 200, DType::Bf16, la, lb), c: sn(cfg(64, 128, 2, 64, 8, 1, false, 1)), sample: None, sms: None });
+    }
+    let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row));
+    fe.epilogue.out_dtype = DType::F16;
+    v.push(Case { name: "sn_ts_nn_200x136x1000_full_epilogue", p: fe, c: ts(sn(cfg(128, 128, 2, 64, 5, 1, true, 8))), sample: None, sms: Some(2) });
+    v.push(Case { name: "sn_ts_nn_1000x1000x1000_128x256_cluster2", p: problem(1000, 1000, 1000, DType::Bf16, Row, Row), c: ts(sn(cfg(128, 256, 2, 128, 4, 2, true, 8))), sample: None, sms: None });
+    v.push(Case { name: "sn_nn_64x1000x2048_split4", p: problem(64, 1000, 2048, DType::Bf16, Row, Row), c: sk(sn(cfg(64, 128, 2, 64, 6, 1, true, 8)), 4), sample: None, sms: Some(8) });
+    v.push(Case { name: "sn_ts_nn_256x200x96_batch3", p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3), c: ts(sn(cfg(64, 256, 2, 128, 4, 1, true, 1))), sample: None, sms: Some(4) });
+    v.push(Case { name: "sn_tf32_nt_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Col), c: tf(sn(cfg(64, 256, 2, 128, 4, 1, false, 1))), sample: None, sms: None });
+    v.push(Case { name: "sn_ts_nn_4096x4096x1000_sampled", p: problem(4096, 4096, 1000, DType::Bf16, Row, Row), c: ts(sn(cfg(128, 256, 2, 128, 4, 1, true, 8))), sample: Some(2048), sms: None });
+    v
+}
+
 /// `c` with ping-pong consumers.
 fn pp(c: WgmmaConfig) -> WgmmaConfig {
     WgmmaConfig { pingpong: true, ..c }
@@ -295,7 +324,9 @@ fn problem(m: u32, n: u32, k: u32, dtype: DType, la: Layout, lb: Layout) -> Gemm
 fn cases() -> Vec<Case> {
     use Layout::{Col, Row};
     let t = WgmmaGemm::default();
-    let def = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
+    // The small-shape default rung with direct stores: several cases below have C pitches the
+    // TMA store cannot take (the ts_ cases cover the TMA-store epilogue).
+    let def = WgmmaConfig { tma_store: false, ..t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a) };
     let small = cfg(128, 128, 1, 128, 4, 1, false, 1);
     let mut v = vec![
         Case {
@@ -537,6 +568,7 @@ fn cases() -> Vec<Case> {
     });
     v.extend(tf32_cases());
     v.extend(tma_store_cases());
+    v.extend(split_n_cases());
     v
 }
 

@@ -94,6 +94,8 @@ pub const NVRTC_CACHE_SINCE: (i32, i32) = (12, 9);
 /// - `--no-cache` for NVRTC >= [`NVRTC_CACHE_SINCE`]: NVRTC's own cache would skip ptxas (and
 ///   its `-v` report) on a hit and make cold-compile timings meaningless; rtx caches cubins
 ///   itself ([`crate::aot::KernelCache`]).
+/// - `-lineinfo` when [`LINEINFO_ENV`] is `1`: source lines in the cubin for Nsight Compute's
+///   per-line stall sampling (the option is part of the cache key, so such cubins key apart).
 pub fn options_for(src: &KernelSource, arch: Arch, tc: &Toolchain) -> Vec<String> {
     let mut o = vec![
         format!("--gpu-architecture={}", arch.sm_name()),
@@ -105,9 +107,15 @@ pub fn options_for(src: &KernelSource, arch: Arch, tc: &Toolchain) -> Vec<String
     if tc.nvrtc_version >= NVRTC_CACHE_SINCE {
         o.push("--no-cache".to_string());
     }
+    if std::env::var(LINEINFO_ENV).is_ok_and(|v| v == "1") {
+        o.push("-lineinfo".to_string());
+    }
     o.extend(src.options.iter().cloned());
     o
 }
+
+/// Environment variable that adds `-lineinfo` to every NVRTC compile (profiling builds).
+pub const LINEINFO_ENV: &str = "RTX_NVRTC_LINEINFO";
 
 fn check(status: sys::nvrtcResult) -> Result<(), String> {
     if status == sys::nvrtcResult::NVRTC_SUCCESS {

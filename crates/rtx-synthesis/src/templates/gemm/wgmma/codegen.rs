@@ -18,8 +18,8 @@
 //! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
-use super::config::{WgmmaConfig, EPI_BOX_BYTES, PRODUCER_REGS};
-use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_desc_offset, k16_slices, TmaBox};
+use super::config::{WgmmaConfig, EPI_BOX_BYTES, EPI_WARP_ROWS, PRODUCER_REGS};
+use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset, k16_slices, TmaBox};
 use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, DEVICE_HELPERS};
 use super::staging::{emit_prepass_fns, staging};
 use super::tma::{a_is_k_major, b_is_k_major, epi_box_cols};
@@ -60,24 +60,7 @@ __device__ __forceinline__ float2 epi_pair(const TOut* Cb, const TOut* bias, con
   float2 v = make_float2(0.0f, 0.0f);
   if (!row_in) return v;
   if (vec && col + 1 < N) {
-    v = make_float2(alpha * a0, alpha * a1);
-    if (EPI_READ_C) {
-      const float2 c = out2_to_f2(*reinterpret_cast<const TOut2*>(Cb + off));
-      v.x += beta * c.x;
-      v.y += beta * c.y;
-    }
-    if (EPI_BIAS) {
-      const float2 b = out2_to_f2(*reinterpret_cast<const TOut2*>(bias + col));
-      v.x += b.x;
-      v.y += b.y;
-    }
-    v.x = activation(v.x);
-    v.y = activation(v.y);
-    if (EPI_RESIDUAL) {
-      const float2 r = out2_to_f2(*reinterpret_cast<const TOut2*>(Rb + off));
-      v.x += r.x;
-      v.y += r.y;
-    }
+    v = epi_vec2(Cb, bias, Rb, off, col, a0, a1, alpha, beta);
   } else {
     if (col < N) v.x = epi1(a0, Cb, bias, Rb, off, col, alpha, beta);
     if (col + 1 < N) v.y = epi1(a1, Cb, bias, Rb, off + 1, col + 1, alpha, beta);
@@ -114,9 +97,15 @@ __device__ __forceinline__ void bulk_wait() {
         );
     } else {
         w.lines(
-            r#"__device__ __forceinline__ void st_box(unsigned addr, float2 v) {
+            r#"__device__ __forceinline__ unsigned pack_out2(float2 v) {
   const TOut2 o = f2_to_out2(v);
-  asm volatile("st.shared.b32 [%0], %1;" :: "r"(addr), "r"(*reinterpret_cast<const unsigned*>(&o)) : "memory");
+  return *reinterpret_cast<const unsigned*>(&o);
+}
+// Four 8x8 16-bit matrices, one row address per lane (lanes 8i..8i+7: rows of matrix i); register
+// i holds this lane's pair of matrix i in the mma fragment layout (row lane / 4, columns 2 * (lane % 4)).
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+               :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }"#,
         );
     }
@@ -124,51 +113,119 @@ __device__ __forceinline__ void bulk_wait() {
 
 /// TMA-store epilogue of one unit: per 64-row block and 128-byte column span (one box), the
 /// consumer warpgroup waits until the box it is about to fill has been read by its store of two
-/// boxes ago, writes its fragments into it (128-byte swizzle: 16-byte chunk `q` of row `r` at
-/// chunk `q ^ (r % 8)`, so the 8 rows of a warp store hit distinct banks), fences the writes
-/// toward the async proxy, and thread 0 issues the store. Named barrier `3 + cw` (128 threads).
+/// boxes ago, writes its fragments into it (`stmatrix` for 16-bit outputs; 128-byte swizzle:
+/// 16-byte chunk `q` of row `r` at chunk `q ^ (r % 8)`, so the 8 rows of a warp store hit
+/// distinct banks), fences the writes
+/// toward the async proxy, and lane 0 of each warp stores the warp's own 16 rows of the box
+/// (its fragments' rows): warps synchronize only within themselves (`__syncwarp`), never across
+/// the warpgroup, and each lane 0 tracks its own bulk groups.
 fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let osz = p.epilogue.out_dtype.size_bytes() as u32;
     let cols = epi_box_cols(p);
-    let chunks = c.bn / cols;
+    let chunks = c.cols_per_consumer() / cols;
     w.comment("TMA-store epilogue: boxes of 64 rows x 128 bytes through two swizzled staging buffers.");
-    w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * ROWS_PER_CONSUMER;");
-    w.line("const int tcol = tn * BN;");
+    w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
+    w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
     w.line("const int r_lo = warp * 16 + (lane >> 2);");
     w.line("const int cpair = (lane & 3) * 2;");
+    if osz == 2 {
+        w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
+        w.line("const int st_r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);");
+        w.line("const unsigned st_row = (unsigned)st_r * 128u;");
+        w.line("const unsigned st_x = (unsigned)(st_r & 7);");
+        w.line("const unsigned st_j = (unsigned)(lane >> 4);");
+    }
     for mi in 0..c.m_iters() {
         for cb in 0..chunks {
             w.open(format!("/* rows {}.., columns {}.. */", mi * 64, cb * cols));
             w.line("const unsigned box = ebox + (ebuf & 1u) * EPI_BOX_BYTES;");
-            w.line("if (wtid == 0) bulk_wait_read<1>();");
-            w.line("named_bar_sync(3 + cw, 128);");
-            for ni in 0..c.n_iters() {
-                for j in 0..c.wgmma_n / 8 {
-                    let c8 = ni * c.wgmma_n + j * 8;
-                    if c8 / cols != cb {
-                        continue;
-                    }
-                    for h in 0..2u32 {
-                        w.open("");
-                        w.line(format!("const int r = r_lo + {};", h * 8));
-                        w.line(format!("const int row = trow + {} + r;", mi * 64));
-                        w.line(format!("const int col = tcol + {c8} + cpair;"));
-                        w.line(format!(
-                            "const float2 v = epi_pair(Cb, bias, Rb, (long long)row * ldc + col, col, N, row < M, vec, {a}[{}], {a}[{}], alpha, beta);",
-                            4 * j + 2 * h,
-                            4 * j + 2 * h + 1,
-                            a = acc_name(mi, ni)
-                        ));
-                        w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
-                        w.line("st_box(box + (unsigned)r * 128u + ((((byte >> 4) ^ (unsigned)(r & 7))) << 4) + (byte & 15u), v);");
-                        w.close("");
-                    }
-                }
+            w.line("if (lane == 0) bulk_wait_read<1>();");
+            w.line("__syncwarp();");
+            if osz == 2 {
+                emit_stmatrix_box(w, p, c, mi, cb, cols);
+            } else {
+                emit_st_box_pairs(w, p, c, mi, cb, cols, osz);
             }
             w.line("fence_proxy_async_smem();");
-            w.line("named_bar_sync(3 + cw, 128);");
-            w.line(format!("if (wtid == 0) {{ tma_store_3d(&tmC, box, tcol + {}, trow + {}, bC); bulk_commit(); }}", cb * cols, mi * 64));
+            w.line("__syncwarp();");
+            w.line(format!(
+                "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, tcol + {}, trow + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
+                EPI_WARP_ROWS * 128,
+                cb * cols,
+                mi * 64
+            ));
             w.line("++ebuf;");
+            w.close("");
+        }
+    }
+}
+
+/// `const float2 {v}` = the epilogue of the accumulator pair `(a0, a1)` at (`row`, `col`) for the
+/// TMA-store epilogue. When the epilogue reads nothing (no beta * C, bias or residual) the value
+/// is `act(alpha * acc)` with no bounds checks: elements past M or N are computed but the copy
+/// engine clips them from the store, so the per-pair row / column tests are dropped.
+fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: &str, a0: &str, a1: &str) {
+    let e = &p.epilogue;
+    if e.beta == 0.0 && !e.bias && !e.residual {
+        w.line(format!("const float2 {v} = make_float2(activation(alpha * {a0}), activation(alpha * {a1}));"));
+        return;
+    }
+    w.line(format!("const int row_{v} = {row};"));
+    w.line(format!("const int col_{v} = {col};"));
+    w.line(format!(
+        "const float2 {v} = epi_pair(Cb, bias, Rb, (long long)row_{v} * ldc + col_{v}, col_{v}, N, row_{v} < M, vec, {a0}, {a1}, alpha, beta);"
+    ));
+}
+
+/// The 32-bit-output body of one epilogue box: each lane's accumulator pairs, one
+/// `st.shared.v2.f32` each, at the swizzled chunk `q ^ (row % 8)`.
+fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32, osz: u32) {
+    for ni in 0..c.n_iters() {
+        for j in 0..c.wgmma_n / 8 {
+            let c8 = ni * c.wgmma_n + j * 8;
+            if c8 / cols != cb {
+                continue;
+            }
+            for h in 0..2u32 {
+                w.open("");
+                w.line(format!("const int r = r_lo + {};", h * 8));
+                let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
+                emit_epi_value(w, p, "v", &format!("trow + {} + r", mi * 64), &format!("tcol + {c8} + cpair"), &a0, &a1);
+                w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
+                w.line("st_box(box + (unsigned)r * 128u + ((((byte >> 4) ^ (unsigned)(r & 7))) << 4) + (byte & 15u), v);");
+                w.close("");
+            }
+        }
+    }
+}
+
+/// The 16-bit-output body of one epilogue box: per pair of 8-column steps, the epilogue of the
+/// lane's four accumulator pairs (rows `r_lo`, `r_lo + 8`; steps `j`, `j + 1`) goes out in one
+/// `stmatrix.x4` (four 8x8 matrices; matrix `i` = step `j + i / 2`, row half `i % 2`), whose
+/// 16-byte rows land at the swizzled chunk `q ^ (row % 8)` as the copy engine expects.
+fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32) {
+    for ni in 0..c.n_iters() {
+        for j in (0..c.wgmma_n / 8).step_by(2) {
+            let c8 = ni * c.wgmma_n + j * 8;
+            if c8 / cols != cb {
+                continue;
+            }
+            w.open("");
+            let mut packed = Vec::new();
+            for jj in [j, j + 1] {
+                for h in 0..2u32 {
+                    let v = format!("v{}{h}", jj - j);
+                    let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h + 1));
+                    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + jj * 8));
+                    emit_epi_value(w, p, &v, &row, &col, &a0, &a1);
+                    packed.push(format!("pack_out2({v})"));
+                }
+            }
+            w.line(format!(
+                "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {});",
+                (c8 % cols) / 8,
+                packed.join(", ")
+            ));
             w.close("");
         }
     }
@@ -197,11 +254,11 @@ __device__ __forceinline__ float epi1(float acc, const TOut* Cb, const TOut* bia
   if (EPI_RESIDUAL) v += out_to_f(Rb[off]);
   return v;
 }
-// Stores the accumulator pair of columns (col, col + 1) of one row; `off` is the element offset of col.
-__device__ __forceinline__ void epi_store(TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int col,
-                                                 int N, bool vec, float a0, float a1, float alpha, float beta) {
-  if (vec && col + 1 < N) {
-    float2 v = make_float2(alpha * a0, alpha * a1);
+// The epilogue of the aligned pair of columns (col, col + 1) of one row, both inside N.
+__device__ __forceinline__ float2 epi_vec2(const TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int col,
+                                           float a0, float a1, float alpha, float beta) {
+  float2 v;
+    v = make_float2(alpha * a0, alpha * a1);
     if (EPI_READ_C) {
       const float2 c = out2_to_f2(*reinterpret_cast<const TOut2*>(Cb + off));
       v.x += beta * c.x;
@@ -219,7 +276,13 @@ __device__ __forceinline__ void epi_store(TOut* Cb, const TOut* bias, const TOut
       v.x += r.x;
       v.y += r.y;
     }
-    *reinterpret_cast<TOut2*>(Cb + off) = f2_to_out2(v);
+  return v;
+}
+// Stores the accumulator pair of columns (col, col + 1) of one row; `off` is the element offset of col.
+__device__ __forceinline__ void epi_store(TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int col,
+                                                 int N, bool vec, float a0, float a1, float alpha, float beta) {
+  if (vec && col + 1 < N) {
+    *reinterpret_cast<TOut2*>(Cb + off) = f2_to_out2(epi_vec2(Cb, bias, Rb, off, col, a0, a1, alpha, beta));
   } else {
     if (col < N) Cb[off] = f_to_out(epi1(a0, Cb, bias, Rb, off, col, alpha, beta));
     if (col + 1 < N) Cb[off + 1] = f_to_out(epi1(a1, Cb, bias, Rb, off + 1, col + 1, alpha, beta));
@@ -284,7 +347,10 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("int", "SPLIT_K", c.split_k);
     w.constant("int", "WARPS_PER_TILE", c.warps_per_tile());
     w.constant("int", "ACC_REGS", c.acc_regs());
-    w.constant("int", "ROWS_PER_CONSUMER", c.rows_per_consumer());
+    // Where consumer cwu's part of the tile starts: rows (row split) or columns (split_n).
+    let (row_step, col_step) = if c.split_n { (0, c.cols_per_consumer()) } else { (c.rows_per_consumer(), 0) };
+    w.constant("int", "CONSUMER_ROW_STEP", row_step);
+    w.constant("int", "CONSUMER_COL_STEP", col_step);
     w.constant("int", "CLUSTER_M", c.cluster_m);
     w.constant("int", "RASTER_GROUP", c.raster_group);
     w.constant("int", "THREADS", c.threads());
@@ -296,6 +362,7 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("unsigned long long", "DESC_A", format!("0x{:016x}ull", descriptor_bits(ak)));
     w.constant("unsigned long long", "DESC_B", format!("0x{:016x}ull", descriptor_bits(bk)));
     w.constant("unsigned", "A_CONSUMER_OFFSET", a_consumer_offset(c));
+    w.constant("unsigned", "B_CONSUMER_OFFSET", b_consumer_offset(c));
     if c.tma_store {
         w.constant("unsigned", "EPI_OFFSET", c.epi_offset());
         w.constant("unsigned", "EPI_BOX_BYTES", EPI_BOX_BYTES);
@@ -456,7 +523,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.open("for (int kb = kb0; kb < kb1; ++kb)");
     w.line("mbar_wait(bar_full + 8 * s, ph);");
     w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
-    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
+    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
     w.line("wgmma_fence();");
     for kk in 0..k16_slices() {
         w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
@@ -509,13 +576,36 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     if c.tma_store {
         emit_tma_store_epilogue(w, p, c);
         w.close(""); // units
-        w.comment("The last boxes must be read out of shared memory before the block exits.");
-        w.line("if (wtid == 0) bulk_wait<0>();");
+        w.comment("Each warp's last boxes must be read out of shared memory before the block exits.");
+        w.line("if (lane == 0) bulk_wait<0>();");
         return;
     }
-    w.comment("Epilogue straight from the fragments (bounds-checked).");
-    w.line("const int row0 = (tm * CLUSTER_M + (int)rank) * BM + cwu * ROWS_PER_CONSUMER + warp * 16 + (lane >> 2);");
-    w.line("const int col0 = tn * BN + (lane & 3) * 2;");
+    w.comment("Epilogue straight from the fragments: a consumer whose whole part of the tile lies inside C");
+    w.comment("(and may store pairs) stores without per-pair bounds tests; edge parts test every pair.");
+    w.comment("(Split-K kernels keep only the tested path: beside the fix-up a second copy spills.)");
+    w.line("const int part_row = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
+    w.line("const int part_col = tn * BN + cwu * CONSUMER_COL_STEP;");
+    w.line("const int row0 = part_row + warp * 16 + (lane >> 2);");
+    w.line("const int col0 = part_col + (lane & 3) * 2;");
+    let checked = |a: &str| format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);");
+    if c.split_k > 1 {
+        emit_direct_store_loops(w, c, checked);
+    } else {
+        w.open(format!("if (vec && part_row + {} <= M && part_col + {} <= N)", c.rows_per_consumer(), c.cols_per_consumer()));
+        emit_direct_store_loops(w, c, |a| {
+            format!("*reinterpret_cast<TOut2*>(Cb + (long long)row * ldc + col) = f2_to_out2(epi_vec2(Cb, bias, Rb, (long long)row * ldc + col, col, {a}, alpha, beta));")
+        });
+        w.close("");
+        w.open("else");
+        emit_direct_store_loops(w, c, checked);
+        w.close("");
+    }
+    w.close(""); // units
+}
+
+/// The unrolled loops over a consumer's accumulator pairs, `store(pair)` emitting the statement
+/// for the pair `acc[4 j + 2 h], acc[4 j + 2 h + 1]` at (`row`, `col`).
+fn emit_direct_store_loops(w: &mut CudaWriter, c: &WgmmaConfig, store: impl Fn(&str) -> String) {
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
             w.line("#pragma unroll");
@@ -524,15 +614,11 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             w.line("#pragma unroll");
             w.open("for (int h = 0; h < 2; ++h)");
             w.line(format!("const int row = row0 + {} + h * 8;", mi * 64));
-            w.line(format!(
-                "if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}[4 * j + 2 * h], {a}[4 * j + 2 * h + 1], alpha, beta);",
-                a = acc_name(mi, ni)
-            ));
+            w.line(store(&format!("{a}[4 * j + 2 * h], {a}[4 * j + 2 * h + 1]", a = acc_name(mi, ni))));
             w.close("");
             w.close("");
         }
     }
-    w.close(""); // units
 }
 
 /// Split-K: every slice stores its fp32 partial (per warp, float4 per lane, coalesced); the

@@ -19,8 +19,10 @@ pub const REGS_PER_SM: u32 = 65_536;
 pub const SWIZZLE_BYTES: u32 = 128;
 /// Bytes of one 64 x 64 two-byte TMA box (one MN-major swizzle column; 2-byte types only).
 pub const BOX_BYTES: u32 = BLOCK_K * SWIZZLE_BYTES;
-/// Bytes of one TMA-store epilogue box: 64 rows of one 128-byte swizzle span of C.
+/// Bytes of one TMA-store epilogue staging box: 64 rows of one 128-byte swizzle span of C.
 pub const EPI_BOX_BYTES: u32 = 64 * SWIZZLE_BYTES;
+/// Rows of C one warp stores per epilogue box (its accumulator rows; the C map's box height).
+pub const EPI_WARP_ROWS: u32 = 16;
 /// Slack added to the dynamic shared memory so the kernel can align its base to 1024 bytes.
 pub const SMEM_ALIGN_SLACK: u32 = 1024;
 
@@ -73,6 +75,12 @@ pub struct WgmmaConfig {
     /// per warp) and a 16-byte-aligned C (pitch, batch stride, pointer).
     #[serde(default)]
     pub tma_store: bool,
+    /// Column-split consumers: the two consumer warpgroups share all `bm` rows of the tile and
+    /// each owns `bn / 2` columns (cuBLAS's arrangement of its 64x128 and 128x256 tiles), instead
+    /// of each owning `bm / 2` rows. Needs `consumers == 2`, no ping-pong, and `bn / 2` a multiple
+    /// of 64 (whole 64-column swizzle boxes of an MN-major B) divisible by `wgmma_n`.
+    #[serde(default)]
+    pub split_n: bool,
 }
 
 fn one() -> u32 {
@@ -85,12 +93,21 @@ impl WgmmaConfig {
         WARPGROUP * (1 + self.consumers)
     }
 
-    /// Rows of C one consumer warpgroup owns (the whole tile in ping-pong mode).
+    /// Rows of C one consumer warpgroup owns (the whole tile in ping-pong or column-split mode).
     pub fn rows_per_consumer(&self) -> u32 {
-        if self.pingpong {
+        if self.pingpong || self.split_n {
             self.bm
         } else {
             self.bm / self.consumers.max(1)
+        }
+    }
+
+    /// Columns of C one consumer warpgroup owns (`bn / consumers` in column-split mode, else `bn`).
+    pub fn cols_per_consumer(&self) -> u32 {
+        if self.split_n {
+            self.bn / self.consumers.max(1)
+        } else {
+            self.bn
         }
     }
 
@@ -115,12 +132,12 @@ impl WgmmaConfig {
 
     /// wgmma instructions per m64 block per K slice along N.
     pub fn n_iters(&self) -> u32 {
-        self.bn / self.wgmma_n.max(1)
+        self.cols_per_consumer() / self.wgmma_n.max(1)
     }
 
     /// fp32 accumulator registers per consumer thread.
     pub fn acc_regs(&self) -> u32 {
-        self.m_iters() * self.bn / 2
+        self.m_iters() * self.cols_per_consumer() / 2
     }
 
     /// Bytes of A in one stage: `bm` rows of one 128-byte K span.
@@ -231,6 +248,9 @@ impl WgmmaConfig {
         if self.tma_store {
             s.push_str("_ts");
         }
+        if self.split_n {
+            s.push_str("_sn");
+        }
         s
     }
 }
@@ -253,6 +273,7 @@ mod tests {
             split_k: 1,
             pingpong: false,
             tma_store: false,
+            split_n: false,
         }
     }
 

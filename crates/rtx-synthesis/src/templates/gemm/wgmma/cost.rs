@@ -69,9 +69,7 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
 
     // One k-block of one unit (seconds).
     let t_math = 2.0 * bm * bn * f64::from(BLOCK_K) / (peak / f64::from(sms));
-    let issuers = f64::from(c.consumers_per_unit());
-    let rows = f64::from(c.rows_per_consumer());
-    let wgmma_per_k16 = issuers * (rows / 64.0) * (bn / wn);
+    let wgmma_per_k16 = f64::from(c.consumers_per_unit() * c.m_iters() * c.n_iters());
     let operand_reads = K16_PER_BLOCK * wgmma_per_k16 * (64.0 * 16.0 * in_b + 16.0 * wn * in_b);
     let stage = (bm + bn) * f64::from(BLOCK_K) * in_b;
     let t_smem = (operand_reads + stage) / SMEM_BYTES_PER_CLK / clk;
@@ -146,6 +144,7 @@ mod tests {
             split_k: 1,
             pingpong: false,
             tma_store: false,
+            split_n: false,
         }
     }
 

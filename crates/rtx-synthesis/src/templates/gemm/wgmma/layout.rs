@@ -76,12 +76,24 @@ pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
 
 /// Offset between consecutive consumer warpgroups' rows in the A stage (same for both majors:
 /// 64 rows of a K-major tile and one 64-wide MN-major box are both 8 KiB). 0 in ping-pong mode,
-/// where each consumer reads the whole stage (of its own work unit).
+/// where each consumer reads the whole stage (of its own work unit), and in column-split mode,
+/// where both read all rows.
 pub fn a_consumer_offset(c: &WgmmaConfig) -> u32 {
-    if c.pingpong {
+    if c.pingpong || c.split_n {
         0
     } else {
         c.rows_per_consumer() * SWIZZLE_BYTES
+    }
+}
+
+/// Offset between consecutive consumer warpgroups' columns in the B stage: `bn / 2` columns in
+/// column-split mode (rows of a K-major tile, or whole 64-column boxes of an MN-major one: 128
+/// bytes per column either way), else 0.
+pub fn b_consumer_offset(c: &WgmmaConfig) -> u32 {
+    if c.split_n {
+        c.cols_per_consumer() * SWIZZLE_BYTES
+    } else {
+        0
     }
 }
 
@@ -210,7 +222,7 @@ mod tests {
                     let d = descriptor(a_base + a_desc_offset(ak, mi, kk), ak);
                     for x in 0..64 {
                         for y in 0..kk_elems {
-                            let row0 = if c.pingpong { 0 } else { cw * c.rows_per_consumer() };
+                            let row0 = if c.pingpong || c.split_n { 0 } else { cw * c.rows_per_consumer() };
                             let want = (row0 + mi * 64 + x, kk * kk_elems + y);
                             let addr = wgmma_addr_esz(d, ak, esz, x, y);
                             assert_eq!(a_smem.get(&addr), Some(&want), "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}");
@@ -218,10 +230,11 @@ mod tests {
                     }
                 }
                 for ni in 0..c.n_iters() {
-                    let d = descriptor(sb + b_desc_offset(c, bk, ni, kk), bk);
+                    let d = descriptor(sb + cw * b_consumer_offset(c) + b_desc_offset(c, bk, ni, kk), bk);
+                    let col0 = if c.split_n { cw * c.cols_per_consumer() } else { 0 };
                     for x in 0..c.wgmma_n {
                         for y in 0..kk_elems {
-                            let want = (ni * c.wgmma_n + x, kk * kk_elems + y);
+                            let want = (col0 + ni * c.wgmma_n + x, kk * kk_elems + y);
                             let addr = wgmma_addr_esz(d, bk, esz, x, y);
                             assert_eq!(b_smem.get(&addr), Some(&want), "B {lb:?} ni {ni} kk {kk} elem ({x},{y}) {c:?}");
                         }
@@ -245,6 +258,7 @@ mod tests {
             split_k: 1,
             pingpong: false,
             tma_store: false,
+            split_n: false,
         }
     }
 
@@ -262,6 +276,9 @@ mod tests {
             WgmmaConfig { pingpong: true, ..cfg(128, 128, 2, 128, 1) },
             WgmmaConfig { pingpong: true, ..cfg(64, 256, 2, 256, 1) },
             WgmmaConfig { pingpong: true, split_k: 2, ..cfg(64, 128, 2, 64, 2) },
+            WgmmaConfig { split_n: true, ..cfg(64, 128, 2, 64, 1) },
+            WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 128, 2) },
+            WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 64, 1) },
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {
@@ -283,6 +300,7 @@ mod tests {
             t(cfg(256, 128, 2, 128, 1)),
             t(cfg(128, 192, 2, 192, 1)),
             WgmmaConfig { pingpong: true, ..t(cfg(64, 256, 2, 256, 1)) },
+            WgmmaConfig { split_n: true, ..t(cfg(64, 256, 2, 128, 1)) },
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {

@@ -4,7 +4,7 @@
 //! launch wrapper adds the buffer pointer and hands it to the driver. The kernel always uses
 //! rank-3 maps `(inner, outer, batch)` so one code path serves batched and unbatched problems.
 
-use super::config::WgmmaConfig;
+use super::config::{WgmmaConfig, EPI_WARP_ROWS};
 use super::staging::kernel_problem;
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::DType;
@@ -178,10 +178,10 @@ pub fn epi_box_cols(p: &GemmProblem) -> u32 {
 }
 
 /// The map of C for the TMA-store epilogue (`tma_store`): `(N, M, batch)` with the row pitch
-/// `ldc`, 64-row boxes of one 128-byte swizzle span. The copy engine clips the boxes at N and
+/// `ldc`, boxes of one warp's 16 rows by one 128-byte swizzle span. The copy engine clips the boxes at N and
 /// M, so the padding columns of a padded `ldc` are never written.
 pub fn tma_desc_c(p: &GemmProblem) -> TmaDesc {
-    operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p), 64])
+    operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p), EPI_WARP_ROWS])
 }
 
 #[cfg(test)]
@@ -202,6 +202,7 @@ mod tests {
             split_k: 1,
             pingpong: false,
             tma_store: false,
+            split_n: false,
         }
     }
 
@@ -262,11 +263,11 @@ mod tests {
         let mut p = GemmProblem::nn(300, 520, 64, DType::Bf16);
         p.ldc = 528;
         let c = tma_desc_c(&p);
-        assert_eq!((c.dims, c.strides, c.box_dims), ([520, 300, 1], [1056, 1056 * 300], [64, 64, 1]));
+        assert_eq!((c.dims, c.strides, c.box_dims), ([520, 300, 1], [1056, 1056 * 300], [64, 16, 1]));
         c.validate().unwrap();
         p.epilogue.out_dtype = DType::F32;
         let f = tma_desc_c(&p);
-        assert_eq!((f.box_dims, f.strides[0], f.cu_data_type()), ([32, 64, 1], 528 * 4, 7));
+        assert_eq!((f.box_dims, f.strides[0], f.cu_data_type()), ([32, 16, 1], 528 * 4, 7));
         f.validate().unwrap();
     }
 }
