@@ -111,14 +111,13 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
     }
 }
 
-/// TMA-store epilogue of one unit: per 64-row block and 128-byte column span (one box), the
-/// consumer warpgroup waits until the box it is about to fill has been read by its store of two
-/// boxes ago, writes its fragments into it (`stmatrix` for 16-bit outputs; 128-byte swizzle:
-/// 16-byte chunk `q` of row `r` at chunk `q ^ (r % 8)`, so the 8 rows of a warp store hit
-/// distinct banks), fences the writes
-/// toward the async proxy, and lane 0 of each warp stores the warp's own 16 rows of the box
-/// (its fragments' rows): warps synchronize only within themselves (`__syncwarp`), never across
-/// the warpgroup, and each lane 0 tracks its own bulk groups.
+/// TMA-store epilogue of one unit: per 64-row block and 128-byte column span (one box), each
+/// warp waits until its 16 rows of the box it is about to fill have been read out by its store
+/// of two boxes ago, writes its fragments there (`stmatrix` for 16-bit outputs; 128-byte
+/// swizzle: 16-byte chunk `q` of row `r` at chunk `q ^ (r % 8)`, so the 8 rows of a matrix hit
+/// distinct banks), fences the writes toward the async proxy, and its lane 0 stores those 16
+/// rows. Warps synchronize only within themselves (`__syncwarp`), never across the warpgroup,
+/// and each lane 0 tracks its own bulk groups.
 fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let osz = p.epilogue.out_dtype.size_bytes() as u32;
     let cols = epi_box_cols(p);
