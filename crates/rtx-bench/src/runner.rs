@@ -203,10 +203,12 @@ pub fn run(
     let ctx = SuiteContext {
         gpu,
         quick: cli.quick,
-        timing: if cli.quick {
-            TimingConfig::quick()
-        } else {
-            TimingConfig::full()
+        timing: {
+            let t = if cli.quick { TimingConfig::quick() } else { TimingConfig::full() };
+            TimingConfig {
+                pipeline: cli.timing_pipeline.map_or(t.pipeline, usize::from),
+                ..t
+            }
         },
         registry: RegistryOptions {
             families: cli.families.clone(),

@@ -1,4 +1,5 @@
-//! [`Event`]: a timing-enabled CUDA event.
+//! [`Event`]: a timing-enabled CUDA event; [`EventPairs`]: start/end pairs for timing several
+//! samples enqueued before one host wait.
 
 use crate::device::Device;
 use crate::error::RuntimeError;
@@ -84,5 +85,58 @@ impl Drop for Event {
                 tracing::warn!("destroying an event failed: {e}");
             }
         }
+    }
+}
+
+/// Start/end event pairs, one per sample, so a timing loop can enqueue several samples (each
+/// between its own pair) before the host waits once, as Triton's `do_bench` does: the GPU then
+/// never idles between samples waiting for the host.
+#[derive(Debug, Default)]
+pub struct EventPairs {
+    pairs: Vec<(Event, Event)>,
+}
+
+impl EventPairs {
+    /// No pairs yet; [`EventPairs::ensure`] creates them.
+    pub fn new() -> EventPairs {
+        EventPairs::default()
+    }
+
+    /// Makes sure at least `n` pairs exist on `device` (creating only the missing ones).
+    pub fn ensure(&mut self, device: &Device, n: usize) -> Result<(), RuntimeError> {
+        while self.pairs.len() < n {
+            self.pairs.push((Event::new(device)?, Event::new(device)?));
+        }
+        Ok(())
+    }
+
+    /// How many pairs exist.
+    pub fn len(&self) -> usize {
+        self.pairs.len()
+    }
+
+    /// Whether no pair exists yet.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// Pair `slot` (start, end); `None` past [`EventPairs::len`].
+    pub fn pair(&self, slot: usize) -> Option<(&Event, &Event)> {
+        self.pairs.get(slot).map(|(s, e)| (s, e))
+    }
+
+    /// Microseconds between start and end of the first `n` pairs, in order; waits for each end
+    /// event. Fails with [`RuntimeError::InvalidArgument`] when fewer than `n` pairs exist.
+    pub fn elapsed_us(&self, n: usize) -> Result<Vec<f64>, RuntimeError> {
+        if n > self.pairs.len() {
+            return Err(RuntimeError::InvalidArgument {
+                op: "EventPairs::elapsed_us",
+                reason: format!("{n} samples asked, {} event pairs exist", self.pairs.len()),
+            });
+        }
+        self.pairs[..n]
+            .iter()
+            .map(|(s, e)| s.elapsed_ms(e).map(|ms| f64::from(ms) * 1e3))
+            .collect()
     }
 }

@@ -23,7 +23,7 @@ pub use blas::{Blas, BlasDtype, BlasGemm};
 pub use device::{driver_available, Device};
 pub use device_info::DeviceInfo;
 pub use error::RuntimeError;
-pub use event::Event;
+pub use event::{Event, EventPairs};
 pub use kernel_args::{KernelArgs, MAX_ARG_ALIGN};
 pub use launch_config::LaunchConfig;
 pub use module::{prepare_image, Function, FunctionAttributes, ImageKind, Module};

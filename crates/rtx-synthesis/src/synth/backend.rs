@@ -10,7 +10,8 @@
 //!   the f64 CPU reference, over the full output for small problems and a seeded sample (corners
 //!   included) for large ones. Any NaN in the output fails; the bound is
 //!   [`crate::DType::rel_tolerance`] of the input dtype.
-//! - `time(config, protocol)`: [`run_protocol`] over event-timed single launches; between samples
+//! - `time(config, protocol)`: [`run_protocol_batched`] over event-timed single launches, enqueued
+//!   [`MeasureProtocol::pipeline`] at a time before one wait; between samples
 //!   (untimed) a `flush_bytes` scratch buffer is overwritten with `fill_u8` when `flush_l2` is
 //!   set, and input set `protocol.input_set(rep)` is used (`rotate_inputs` copies of A/B).
 //! - [`GemmGpuBackend::time_cublas`]: the cuBLAS baseline under the same protocol and inputs.
@@ -30,14 +31,16 @@ use crate::templates::gemm::reference::{activate, rel_error};
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::templates::Template;
 use crate::tuner::{
-    run_protocol, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
+    run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask,
+    VerifyReport,
 };
 use crate::DType;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, RuntimeError, Stream};
+use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, EventPairs, Function, RuntimeError, Stream};
 use std::collections::HashMap;
 use std::marker::PhantomData;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -69,8 +72,10 @@ struct TimingSet {
 struct GpuState {
     device: Device,
     stream: Stream,
-    start: Event,
+    /// Recorded and waited on by [`GpuState::sync`].
     end: Event,
+    /// One start/end pair per sample of a timed batch.
+    pairs: EventPairs,
     blas: Option<Blas>,
     flush: Option<DeviceBuffer>,
     timing_problem: Option<GemmProblem>,
@@ -292,6 +297,40 @@ pub(crate) fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), 
     }
 }
 
+/// One batch of [`run_protocol_batched`]: for each repetition of `reps`, `untimed(rep)` (the L2
+/// flush), then `timed(rep)` between the start and end event of its own pair; then one wait on
+/// the last end event (the watchdog allows `limit` per repetition) and the times in microseconds.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn time_batch(
+    pairs: &mut EventPairs,
+    device: &Device,
+    stream: &Stream,
+    reps: Range<u32>,
+    limit: Duration,
+    what: &str,
+    mut untimed: impl FnMut(u32) -> Result<(), CandidateError>,
+    mut timed: impl FnMut(u32) -> Result<(), CandidateError>,
+) -> Result<Vec<f64>, CandidateError> {
+    let n = reps.len();
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    pairs.ensure(device, n).map_err(|e| runtime_failure("creating events", e))?;
+    for (slot, rep) in reps.enumerate() {
+        untimed(rep)?;
+        let (start, end) = pairs
+            .pair(slot)
+            .ok_or_else(|| CandidateError::Unmeasurable(format!("no event pair {slot}")))?;
+        start.record(stream).map_err(|e| runtime_failure("event", e))?;
+        timed(rep)?;
+        end.record(stream).map_err(|e| runtime_failure("event", e))?;
+    }
+    if let Some((_, last)) = pairs.pair(n - 1) {
+        wait_event(last, limit.saturating_mul(n as u32), what)?;
+    }
+    pairs.elapsed_us(n).map_err(|e| runtime_failure("event timing", e))
+}
+
 /// Resource use of `entry` in a compiled kernel (zeros when ptxas reported none).
 fn resource_usage(entry: &str, k: &CachedKernel) -> ResourceUsage {
     k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
@@ -383,13 +422,12 @@ impl GpuState {
         let device = source.open()?;
         let fail = |op: &str, e: RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
         let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
-        let start = Event::new(&device).map_err(|e| fail("creating an event", e))?;
         let end = Event::new(&device).map_err(|e| fail("creating an event", e))?;
         Ok(GpuState {
             device,
             stream,
-            start,
             end,
+            pairs: EventPairs::new(),
             blas: None,
             flush: None,
             timing_problem: None,
@@ -523,9 +561,9 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
             }
             g.blas()?;
             let GpuState {
+                device,
                 stream,
-                start,
-                end,
+                pairs,
                 blas,
                 flush,
                 timing,
@@ -534,23 +572,39 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
             let blas = blas
                 .as_ref()
                 .ok_or_else(|| CandidateError::Unmeasurable("no cuBLAS handle".into()))?;
-            run_protocol(protocol, |rep| {
-                if protocol.flush_l2 {
-                    if let Some(fl) = flush.as_mut() {
-                        fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
-                    }
-                }
-                let set = &timing[protocol.input_set(rep) % timing.len()];
-                start.record(stream).map_err(|e| runtime_failure("event", e))?;
-                blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
-                    .map_err(|e| runtime_failure("cuBLAS", e))?;
-                end.record(stream).map_err(|e| runtime_failure("event", e))?;
-                wait_event(end, limit, "cuBLAS")?;
-                let ms = start.elapsed_ms(end).map_err(|e| runtime_failure("event timing", e))?;
-                Ok(ms as f64 * 1e3)
+            run_protocol_batched(protocol, |reps| {
+                time_batch(
+                    pairs,
+                    device,
+                    stream,
+                    reps,
+                    limit,
+                    "cuBLAS",
+                    |rep| flush_before(protocol, flush, rep, stream),
+                    |rep| {
+                        let set = &timing[protocol.input_set(rep) % timing.len()];
+                        blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
+                            .map_err(|e| runtime_failure("cuBLAS", e))
+                    },
+                )
             })
         })
     }
+}
+
+/// The untimed L2 flush before repetition `rep`, when `protocol` asks for one.
+pub(crate) fn flush_before(
+    protocol: &MeasureProtocol,
+    flush: &mut Option<DeviceBuffer>,
+    rep: u32,
+    stream: &Stream,
+) -> Result<(), CandidateError> {
+    if protocol.flush_l2 {
+        if let Some(fl) = flush.as_mut() {
+            fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
+        }
+    }
+    Ok(())
 }
 
 impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
@@ -650,37 +704,37 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                 g.ensure_flush(protocol.flush_bytes)?;
             }
             let GpuState {
+                device,
                 stream,
-                start,
-                end,
+                pairs,
                 flush,
                 timing,
                 ..
             } = g;
-            run_protocol(protocol, |rep| {
-                if protocol.flush_l2 {
-                    if let Some(fl) = flush.as_mut() {
-                        fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
-                    }
-                }
-                let n = timing.len();
-                let set = &mut timing[protocol.input_set(rep) % n];
-                let TimingSet { a, b, c, bias, residual } = set;
-                let mut bufs = GemmBuffers {
-                    a,
-                    b,
-                    c,
-                    bias: bias.as_ref(),
-                    residual: residual.as_ref(),
-                };
-                start.record(stream).map_err(|e| runtime_failure("event", e))?;
-                task.template
-                    .enqueue_gemm(&f, p, config, &mut bufs, stream)
-                    .map_err(launch_failure)?;
-                end.record(stream).map_err(|e| runtime_failure("event", e))?;
-                wait_event(end, limit, f.name())?;
-                let ms = start.elapsed_ms(end).map_err(|e| runtime_failure("event timing", e))?;
-                Ok(ms as f64 * 1e3)
+            run_protocol_batched(protocol, |reps| {
+                time_batch(
+                    pairs,
+                    device,
+                    stream,
+                    reps,
+                    limit,
+                    f.name(),
+                    |rep| flush_before(protocol, flush, rep, stream),
+                    |rep| {
+                        let n = timing.len();
+                        let TimingSet { a, b, c, bias, residual } = &mut timing[protocol.input_set(rep) % n];
+                        let mut bufs = GemmBuffers {
+                            a,
+                            b,
+                            c,
+                            bias: bias.as_ref(),
+                            residual: residual.as_ref(),
+                        };
+                        task.template
+                            .enqueue_gemm(&f, p, config, &mut bufs, stream)
+                            .map_err(launch_failure)
+                    },
+                )
             })
         })
     }

@@ -13,7 +13,7 @@
 //!   (row ops: the first, the last and random rows up to [`ROW_SAMPLE_ROWS`]) with the template's
 //!   tolerance. A NaN/Inf where the reference is finite, or a finite value where it is not,
 //!   fails.
-//! - `time(config, protocol)`: [`run_protocol`] over event-timed single launches; between samples
+//! - `time(config, protocol)`: [`run_protocol_batched`] over event-timed single launches; between samples
 //!   (untimed) a `flush_bytes` scratch buffer is overwritten when `flush_l2` is set, and the
 //!   inputs rotate over [`timing_sets`] copies (so a problem smaller than the L2 still reads
 //!   DRAM: the copies together span at least [`ROTATE_BYTES`]).
@@ -22,7 +22,9 @@
 //! dozen configs: [`MemoryOp::tune_space`]); its name, version and code are the template's, so
 //! its tuning-database entries serve the bare template.
 
-use super::backend::{compile_config, compile_configs, load_function, lock, runtime_failure, wait_event, DeviceSource};
+use super::backend::{
+    compile_config, compile_configs, flush_before, load_function, lock, runtime_failure, time_batch, wait_event, DeviceSource,
+};
 use super::family::cap_evenly;
 use super::inputs::HostMatrix;
 use crate::aot::KernelCache;
@@ -36,12 +38,12 @@ use crate::templates::reduce::reference::{layernorm_row, rmsnorm_row, softmax_ro
 use crate::templates::reduce::{enqueue_rows, RowBuffers, RowConfig, RowOp, RowProblem, RowReduceTemplate, RowStrategy};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::tuner::{
-    run_protocol, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
+    run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
 };
 use crate::{Arch, DType};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rtx_runtime::{Device, DeviceBuffer, Event, Function, Stream};
+use rtx_runtime::{Device, DeviceBuffer, Event, EventPairs, Function, Stream};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
@@ -528,8 +530,10 @@ struct TimingSet {
 struct MemState {
     device: Device,
     stream: Stream,
-    start: Event,
+    /// Recorded and waited on by [`MemState::sync`].
     end: Event,
+    /// One start/end pair per sample of a timed batch.
+    pairs: EventPairs,
     flush: Option<DeviceBuffer>,
     /// Debug form of the problem the timing sets were made for.
     timing_problem: Option<String>,
@@ -543,13 +547,12 @@ impl MemState {
         let device = source.open()?;
         let fail = |op: &str, e: rtx_runtime::RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
         let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
-        let start = Event::new(&device).map_err(|e| fail("creating an event", e))?;
         let end = Event::new(&device).map_err(|e| fail("creating an event", e))?;
         Ok(MemState {
             device,
             stream,
-            start,
             end,
+            pairs: EventPairs::new(),
             flush: None,
             timing_problem: None,
             timing: Vec::new(),
@@ -743,28 +746,29 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
                 g.ensure_flush(protocol.flush_bytes)?;
             }
             let MemState {
+                device,
                 stream,
-                start,
-                end,
+                pairs,
                 flush,
                 timing,
                 ..
             } = g;
-            run_protocol(protocol, |rep| {
-                if protocol.flush_l2 {
-                    if let Some(fl) = flush.as_mut() {
-                        fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
-                    }
-                }
-                let n = timing.len();
-                let set = &mut timing[rep as usize % n];
-                start.record(stream).map_err(|e| runtime_failure("event", e))?;
-                t.enqueue(&f, p, config, stream, &set.inputs, &mut set.outputs)
-                    .map_err(launch_failure)?;
-                end.record(stream).map_err(|e| runtime_failure("event", e))?;
-                wait_event(end, limit, f.name())?;
-                let ms = start.elapsed_ms(end).map_err(|e| runtime_failure("event timing", e))?;
-                Ok(ms as f64 * 1e3)
+            run_protocol_batched(protocol, |reps| {
+                time_batch(
+                    pairs,
+                    device,
+                    stream,
+                    reps,
+                    limit,
+                    f.name(),
+                    |rep| flush_before(protocol, flush, rep, stream),
+                    |rep| {
+                        let n = timing.len();
+                        let set = &mut timing[rep as usize % n];
+                        t.enqueue(&f, p, config, stream, &set.inputs, &mut set.outputs)
+                            .map_err(launch_failure)
+                    },
+                )
             })
         })
     }

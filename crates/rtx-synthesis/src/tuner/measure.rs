@@ -4,7 +4,10 @@
 //! A backend supplies one closure that runs a single timed repetition (it flushes L2 or picks
 //! the next rotated input set itself, untimed, as [`MeasureProtocol::flush_l2`] and
 //! [`MeasureProtocol::rotate_inputs`] ask) and returns its time in microseconds;
-//! [`run_protocol`] decides how many repetitions to run.
+//! [`run_protocol`] decides how many repetitions to run. A GPU backend supplies instead a
+//! closure that enqueues a batch of repetitions, each between its own pair of events, and waits
+//! once ([`run_protocol_batched`], batches of [`MeasureProtocol::pipeline`]), so the GPU does not
+//! idle between samples waiting for the host.
 //!
 //! Differences smaller than the measured noise are ties ([`is_tie`]); the tuner breaks them
 //! toward the simpler config.
@@ -50,6 +53,14 @@ pub struct MeasureProtocol {
     /// Cycle through this many copies of the inputs instead of (or as well as) flushing;
     /// 0 or 1 means one input set.
     pub rotate_inputs: usize,
+    /// Timed samples enqueued before the host waits for them (1 waits after every sample; 0
+    /// acts as 1). Protocols recorded before this field existed read as 1, how they ran.
+    #[serde(default = "one_sample")]
+    pub pipeline: u32,
+}
+
+fn one_sample() -> u32 {
+    1
 }
 
 impl Default for MeasureProtocol {
@@ -63,6 +74,7 @@ impl Default for MeasureProtocol {
             flush_l2: true,
             flush_bytes: 256 << 20,
             rotate_inputs: 0,
+            pipeline: 10,
         }
     }
 }
@@ -203,20 +215,40 @@ pub fn run_protocol(
     protocol: &MeasureProtocol,
     mut sample: impl FnMut(u32) -> Result<f64, CandidateError>,
 ) -> Result<TimingStats, CandidateError> {
+    run_batches(protocol, 1, |reps| reps.map(&mut sample).collect())
+}
+
+/// [`run_protocol`] for a backend that times a batch of repetitions at once: `batch(reps)`
+/// enqueues every repetition of `reps` and returns their times in microseconds, in order.
+/// Warm-up repetitions come one per batch (so a hang is caught on its first launch); timed ones
+/// in batches of [`MeasureProtocol::pipeline`], the stop rules checked after each batch.
+pub fn run_protocol_batched(
+    protocol: &MeasureProtocol,
+    batch: impl FnMut(std::ops::Range<u32>) -> Result<Vec<f64>, CandidateError>,
+) -> Result<TimingStats, CandidateError> {
+    run_batches(protocol, protocol.pipeline.max(1), batch)
+}
+
+/// The loop behind both: timed batches of `step` repetitions.
+fn run_batches(
+    protocol: &MeasureProtocol,
+    step: u32,
+    mut batch: impl FnMut(std::ops::Range<u32>) -> Result<Vec<f64>, CandidateError>,
+) -> Result<TimingStats, CandidateError> {
     protocol
         .validate()
         .map_err(|e| CandidateError::Unmeasurable(e.to_string()))?;
     match protocol.warmup {
         Warmup::Iters(n) => {
             for rep in 0..n {
-                sample(rep)?;
+                batch(rep..rep + 1)?;
             }
         }
         Warmup::Millis(ms) => {
             let start = Instant::now();
             let mut rep = 0u32;
             loop {
-                sample(rep)?;
+                batch(rep..rep.saturating_add(1))?;
                 rep = rep.saturating_add(1);
                 if start.elapsed().as_secs_f64() * 1e3 >= ms {
                     break;
@@ -225,13 +257,24 @@ pub fn run_protocol(
         }
     }
     let start = Instant::now();
-    let mut samples = Vec::with_capacity(protocol.min_reps as usize);
-    for rep in 0..protocol.max_reps {
-        let t = sample(rep)?;
-        if !t.is_finite() || t < 0.0 {
-            return Err(CandidateError::Unmeasurable(format!("sample {rep} is {t} us")));
+    let mut samples: Vec<f64> = Vec::with_capacity(protocol.min_reps as usize);
+    while (samples.len() as u32) < protocol.max_reps {
+        let first = samples.len() as u32;
+        let reps = first..first.saturating_add(step).min(protocol.max_reps);
+        let want = reps.len();
+        let times = batch(reps)?;
+        if times.len() != want {
+            return Err(CandidateError::Unmeasurable(format!(
+                "a batch of {want} samples returned {} times",
+                times.len()
+            )));
         }
-        samples.push(t);
+        for (i, t) in times.into_iter().enumerate() {
+            if !t.is_finite() || t < 0.0 {
+                return Err(CandidateError::Unmeasurable(format!("sample {} is {t} us", first as usize + i)));
+            }
+            samples.push(t);
+        }
         if samples.len() >= protocol.min_reps as usize {
             if start.elapsed().as_secs_f64() * 1e3 >= protocol.max_time_ms {
                 break;
@@ -282,6 +325,48 @@ mod tests {
         let s = TimingStats::from_samples(vec![3.0, 1.0, 2.0]).unwrap();
         assert_eq!((s.min_us, s.median_us), (1.0, 2.0));
         assert_eq!(s.samples, vec![3.0, 1.0, 2.0], "samples keep their order");
+    }
+
+    #[test]
+    fn batched_protocol_warms_up_singly_then_times_in_pipeline_batches() {
+        let p = MeasureProtocol {
+            warmup: Warmup::Iters(2),
+            min_reps: 5,
+            max_reps: 23,
+            pipeline: 10,
+            ..Default::default()
+        };
+        let mut sizes = Vec::new();
+        let mut next = 0.0;
+        // Every sample differs by 50%, so the spread never settles and the cap decides.
+        let s = run_protocol_batched(&p, |reps| {
+            sizes.push(reps.len());
+            Ok(reps
+                .map(|_| {
+                    next += 1.0;
+                    10.0 * (1.0 + (next % 2.0) * 0.5)
+                })
+                .collect())
+        })
+        .unwrap();
+        assert_eq!(sizes, vec![1, 1, 10, 10, 3], "two single warm-ups, then batches up to max_reps");
+        assert_eq!(s.samples.len(), 23);
+    }
+
+    #[test]
+    fn batched_protocol_rejects_a_short_batch() {
+        let p = MeasureProtocol { warmup: Warmup::Iters(0), pipeline: 4, ..Default::default() };
+        let e = run_protocol_batched(&p, |reps| Ok(vec![1.0; reps.len() - 1])).unwrap_err();
+        assert!(matches!(e, CandidateError::Unmeasurable(ref m) if m.contains("returned 3 times")), "{e:?}");
+    }
+
+    #[test]
+    fn protocols_recorded_without_a_pipeline_read_as_one_sample_per_wait() {
+        let mut v = serde_json::to_value(MeasureProtocol::default()).unwrap();
+        v.as_object_mut().unwrap().remove("pipeline");
+        let p: MeasureProtocol = serde_json::from_value(v).unwrap();
+        assert_eq!(p.pipeline, 1);
+        assert_eq!(MeasureProtocol::default().pipeline, 10);
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use cost::{cost_model_for_table, DeviceFacts, TemplateCostModel};
 pub use backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
 pub use db::{DbEntry, DbError, Lookup, LookupPolicy, LookupSource, MergeReport, StoredConfig, TuningDb};
 pub use key::{DeviceKey, OpSignature, ProblemSignature, TuneKey};
-pub use measure::{is_tie, run_protocol, MeasureProtocol, TimingStats, Warmup};
+pub use measure::{is_tie, run_protocol, run_protocol_batched, MeasureProtocol, TimingStats, Warmup};
 pub use replay::{replay, ReplayResult, ReplayRow, ReplayTable};
 pub use space::SearchSpace;
 pub use strategy::{Budget, CostModel, Exhaustive, Guided, GuidedParams, Observation, RandomSearch, Strategy};
