@@ -10,7 +10,8 @@
 //! staging pre-pass, whose buffer is poisoned with NaN first), odd shapes, batching with a
 //! broadcast operand, the fused epilogue, split-K, ping-pong and clusters; bound 5e-3.
 //!
-//! `RTX_WGMMA_CASE=<substring>` restricts the correctness run to matching case names.
+//! `RTX_WGMMA_CASE=<substring>[,<substring>...]` restricts the correctness run to case names
+//! matching any of them.
 //! `RTX_WGMMA_BENCH=1` additionally times a few configs against cuBLAS (printed, not asserted);
 //! bf16 and tf32 shapes (`RTX_WGMMA_BENCH_SHAPE=tf32` for the tf32 ones only).
 
@@ -762,10 +763,10 @@ fn wgmma_gemm_matches_the_f64_reference() {
     let stream = dev.new_stream().unwrap();
     let t = WgmmaGemm::new(dev.info().sm_count);
     let mut failures = Vec::new();
-    // RTX_WGMMA_CASE=<substring> runs only the matching cases (e.g. "cluster").
+    // RTX_WGMMA_CASE=<substring>[,<substring>...] runs only the cases matching one of them.
     let filter = std::env::var("RTX_WGMMA_CASE").unwrap_or_default();
     for (i, case) in cases().iter().enumerate() {
-        if !case.name.contains(filter.as_str()) {
+        if !filter.split(',').any(|f| case.name.contains(f)) {
             continue;
         }
         let started = Instant::now();
