@@ -33,8 +33,8 @@ pub struct Cli {
     /// Fewer shapes and shorter timing.
     #[arg(long)]
     pub quick: bool,
-    /// Timed samples enqueued before the host waits for them (default 10, `--quick` 5; 1 waits
-    /// after every sample, the method before 2026-12-04, kept for A/B runs).
+    /// Timed samples enqueued before the host waits for them (default 1: a wait after every
+    /// sample; more is Triton's `do_bench` way, measured noisier on the H200, kept for A/B runs).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=200))]
     pub timing_pipeline: Option<u16>,
     /// Compile every valid config of every template (default: at most 12 per template and

@@ -6,14 +6,15 @@
 //!   start and end event. Before every timed run the L2 cache is flushed by a memset of a scratch
 //!   buffer of at least [`MIN_FLUSH_BYTES`] (issued on the same stream *before* the start event,
 //!   so it is not counted), or, when the closure rotates over several input sets by the sample
-//!   index it is given, the flush can be turned off ([`TimingConfig::flush_l2`]). Up to
-//!   [`TimingConfig::pipeline`] samples (flush, start, run, end) are enqueued before the host
-//!   waits for them, as Triton's `do_bench` enqueues all its samples: waiting after every sample
-//!   leaves the GPU idle between samples, and kernels of a few microseconds then timed bimodally
-//!   (H200 call S: p20 6.4 us, p80 7.4 us for one 512^3 GEMM). Samples are added until the
-//!   relative spread `(p80 - p20) / median` is below [`TimingConfig::target_spread`] (checked
-//!   from [`TimingConfig::min_samples`] on, after each enqueued batch) or a cap (samples or wall
-//!   time) is reached.
+//!   index it is given, the flush can be turned off ([`TimingConfig::flush_l2`]). The host
+//!   waits after every sample by default; [`TimingConfig::pipeline`] > 1 enqueues that many
+//!   samples (flush, start, run, end) before one wait, as Triton's `do_bench` enqueues all of
+//!   its samples. Measured on the H200 (call T, 512^3 and 1024^3 bf16/f16 GEMMs, one process):
+//!   enqueuing 10 at a time widened the spread, rtx 1.6-3.7% -> 6.2-11.1% and cuBLAS
+//!   9.7-14.1% -> 14.1-20.1%, so it is an A/B option (`--timing-pipeline`), not the default.
+//!   Samples are added until the relative spread `(p80 - p20) / median` is below
+//!   [`TimingConfig::target_spread`] (checked from [`TimingConfig::min_samples`] on, after each
+//!   enqueued batch) or a cap (samples or wall time) is reached.
 //! - [`Timer::time_batched`] for tiny kernels: `count` back-to-back launches between two events,
 //!   the elapsed time divided by `count` is one sample. No CUDA graph and no flush between the
 //!   launches: it measures steady-state throughput with a warm L2 and launch overhead amortized
@@ -49,8 +50,8 @@ pub struct TimingConfig {
 }
 
 impl TimingConfig {
-    /// The default for full runs: 3 warm-ups, 10..200 samples, 2% spread, 3 s per case,
-    /// samples enqueued 10 at a time.
+    /// The default for full runs: 3 warm-ups, 10..200 samples, 2% spread, 3 s per case, a host
+    /// wait after every sample.
     pub fn full() -> Self {
         TimingConfig {
             warmup: 3,
@@ -59,11 +60,11 @@ impl TimingConfig {
             target_spread: 0.02,
             max_wall: Duration::from_secs(3),
             flush_l2: true,
-            pipeline: 10,
+            pipeline: 1,
         }
     }
 
-    /// `--quick`: 2 warm-ups, 5..30 samples, 0.5 s per case, samples enqueued 5 at a time.
+    /// `--quick`: 2 warm-ups, 5..30 samples, 0.5 s per case.
     pub fn quick() -> Self {
         TimingConfig {
             warmup: 2,
@@ -72,7 +73,7 @@ impl TimingConfig {
             target_spread: 0.02,
             max_wall: Duration::from_millis(500),
             flush_l2: true,
-            pipeline: 5,
+            pipeline: 1,
         }
     }
 
