@@ -395,3 +395,38 @@ fn split_n_compiles_without_spills() {
         compile_and_check(&t, &p, &c);
     }
 }
+
+#[test]
+fn tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_not() {
+    if !toolchain_or_skip("tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_not") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let c = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 4, 1) };
+    // K-major B: NT and TT for f16/bf16, and every layout for tf32 (staged K-major).
+    for (dtype, la, lb) in [
+        (DType::Bf16, Layout::Row, Layout::Col),
+        (DType::F16, Layout::Col, Layout::Col),
+        (DType::Tf32, Layout::Row, Layout::Row),
+    ] {
+        let mut p = GemmProblem::new(4000, 4000, 4096, dtype, la, lb);
+        let c = if dtype == DType::Tf32 { tf(c.clone()) } else { c.clone() };
+        if la == Layout::Col {
+            fuse_all(&mut p, Activation::Silu);
+        }
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        assert!(src.code.contains("B_CONSUMER_OFFSET = 10240"), "{}", src.entry);
+        assert!(src.code.contains("m64n80k"), "an m64n80 wgmma: {}", src.entry);
+        compile_and_check(&t, &p, &c);
+        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s.bm == 192 && s.bn == 160), "in the tuning space for {dtype} {la:?}{lb:?}");
+    }
+    // An MN-major B (row-major bf16 B) is loaded in 64-column boxes: 160 is refused by name.
+    let nn = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Row);
+    let e = t.check(&nn, &c, Arch::Sm90a).unwrap_err();
+    assert!(e.reason.contains("MN-major B") && e.reason.contains("bn=160"), "{}", e.reason);
+    assert!(!t.space(&nn, Arch::Sm90a).iter().any(|s| s.bn == 160));
+    // The TMA-store epilogue needs whole 64-column boxes per consumer: 80 is not.
+    let nt = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Col);
+    let e = t.check(&nt, &WgmmaConfig { tma_store: true, ..c.clone() }, Arch::Sm90a).unwrap_err();
+    assert!(e.reason.contains("tma_store"), "{}", e.reason);
+}

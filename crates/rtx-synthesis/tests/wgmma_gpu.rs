@@ -298,6 +298,14 @@ fn split_n_cases() -> Vec<Case> {
     v.push(Case { name: "sn_ts_nn_256x200x96_batch3", p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3), c: ts(sn(cfg(64, 256, 2, 128, 4, 1, true, 1))), sample: None, sms: Some(4) });
     v.push(Case { name: "sn_tf32_nt_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Col), c: tf(sn(cfg(64, 256, 2, 128, 4, 1, false, 1))), sample: None, sms: None });
     v.push(Case { name: "sn_ts_nn_4096x4096x1000_sampled", p: problem(4096, 4096, 1000, DType::Bf16, Row, Row), c: ts(sn(cfg(128, 256, 2, 128, 4, 1, true, 8))), sample: Some(2048), sms: None });
+    // 192 x 160 (two consumers of 192 x 80, m64n80 wgmmas), K-major B only: partial tiles on
+    // both edges, a fused epilogue, tf32 through the staging pre-pass, 4000 x 4000 sampled.
+    let t160 = |stages| sn(cfg(192, 160, 2, 80, stages, 1, true, 8));
+    v.push(Case { name: "t160_nt_300x330x200", p: problem(300, 330, 200, DType::Bf16, Row, Col), c: t160(4), sample: None, sms: Some(3) });
+    v.push(Case { name: "t160_tt_200x170x520_full_epilogue", p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)), c: t160(3), sample: None, sms: Some(2) });
+    v.push(Case { name: "t160_nt_400x500x96_batch2", p: problem(400, 500, 96, DType::Bf16, Row, Col).batched(2), c: t160(4), sample: None, sms: Some(5) });
+    v.push(Case { name: "t160_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(t160(4)), sample: None, sms: None });
+    v.push(Case { name: "t160_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::Bf16, Row, Col), c: t160(4), sample: Some(2048), sms: None });
     v
 }
 

@@ -213,12 +213,38 @@ impl WgmmaGemm {
         })
     }
 
+    /// Rules of a config that depend on the problem: an MN-major B (row-major B of f16/bf16) is
+    /// loaded in 64-column swizzle boxes, so `bn`, a consumer's columns and `wgmma_n` must be
+    /// multiples of 64 (a K-major B takes any multiple of 16: 160 = 2 x 80 is cuBLAS's tile at
+    /// 4000 x 4000); the TMA-store epilogue stores whole 128-byte boxes of a consumer's columns.
+    pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
+        if !tma::b_is_k_major(p) && (c.bn % 64 != 0 || c.cols_per_consumer() % 64 != 0 || c.wgmma_n % 64 != 0) {
+            return Err(format!(
+                "bn={} (wgmma_n={}, {} columns per consumer): an MN-major B (layout {:?}) is loaded in 64-column swizzle boxes, so each must be a multiple of 64",
+                c.bn,
+                c.wgmma_n,
+                c.cols_per_consumer(),
+                p.layout_b
+            ));
+        }
+        let cols = tma::epi_box_cols(p);
+        if c.tma_store && c.cols_per_consumer() % cols != 0 {
+            return Err(format!(
+                "tma_store: a consumer's {} columns must be whole {cols}-column boxes of {} output",
+                c.cols_per_consumer(),
+                p.epilogue.out_dtype
+            ));
+        }
+        Ok(())
+    }
+
     /// Problem-independent rules of a config on `arch`, as a reason string.
     ///
     /// `bk` 64 or 32 (one 128-byte swizzle span of 2- or 4-byte elements; which one is the
-    /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1 or 2; `bm` in {64, 128, 256} and a multiple of `64 * consumers`
-    /// (of 64 with `split_n`, whose consumers split the columns: `bn / 2` whole 64-column boxes);
-    /// `bn` in {64, 128, 192, 256}; `wgmma_n` a multiple of 64 in 64..=256 dividing a consumer's columns; at most
+    /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1 or 2; `bm` in {64, 128, 192, 256} and a multiple of `64 * consumers`
+    /// (of 64 with `split_n`, whose consumers split the columns: `bn / 2`, a multiple of 16);
+    /// `bn` in {64, 128, 160, 192, 256}; `wgmma_n` a multiple of 16 in 16..=256 dividing a consumer's columns
+    /// (multiples of 64 where B is MN-major: [`WgmmaGemm::check_config_for`]); at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=[`MAX_STAGES`]; `cluster_m` 1 or 2 (2 needs
     /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
     /// in 1..=16, and split-K only where the fix-up fits beside the accumulators (not 128 of them
@@ -248,18 +274,21 @@ impl WgmmaGemm {
             ));
         }
         let row_split = if c.split_n { 1 } else { c.consumers_per_unit() };
-        if ![64, 128, 256].contains(&c.bm) || c.bm % (64 * row_split) != 0 {
-            return Err(format!("bm={} must be 64, 128 or 256 and a multiple of 64 x the consumers splitting its rows ({row_split})", c.bm));
-        }
-        if ![64, 128, 192, 256].contains(&c.bn) {
-            return Err(format!("bn={} must be 64, 128, 192 or 256", c.bn));
-        }
-        if c.split_n && c.cols_per_consumer() % 64 != 0 {
-            return Err(format!("split_n: each consumer's bn/2={} columns must be whole 64-column swizzle boxes", c.cols_per_consumer()));
-        }
-        if c.wgmma_n % 64 != 0 || !(64..=256).contains(&c.wgmma_n) || c.cols_per_consumer() % c.wgmma_n != 0 {
+        if ![64, 128, 192, 256].contains(&c.bm) || c.bm % (64 * row_split) != 0 {
             return Err(format!(
-                "wgmma_n={} must be a multiple of 64 in 64..=256 that divides a consumer's {} columns",
+                "bm={} must be 64, 128, 192 or 256 and a multiple of 64 x the consumers splitting its rows ({row_split})",
+                c.bm
+            ));
+        }
+        if ![64, 128, 160, 192, 256].contains(&c.bn) {
+            return Err(format!("bn={} must be 64, 128, 160, 192 or 256", c.bn));
+        }
+        if c.split_n && c.cols_per_consumer() % 16 != 0 {
+            return Err(format!("split_n: each consumer's bn/2={} columns must be a multiple of 16", c.cols_per_consumer()));
+        }
+        if c.wgmma_n % 16 != 0 || !(16..=256).contains(&c.wgmma_n) || c.cols_per_consumer() % c.wgmma_n != 0 {
+            return Err(format!(
+                "wgmma_n={} must be a multiple of 16 in 16..=256 that divides a consumer's {} columns",
                 c.wgmma_n,
                 c.cols_per_consumer()
             ));
@@ -472,6 +501,30 @@ impl Template for WgmmaGemm {
         // One stage is 128 bytes of K: 64 f16/bf16 or 32 tf32 elements (f32 problems are
         // rejected by check; give them the 16-bit depth).
         let bk = Self::block_k(problem.dtype).unwrap_or(BLOCK_K);
+        if tma::b_is_k_major(problem) {
+            // cuBLAS's tile at 4000 x 4000 (nvjet 160x192 coopB, H200 call M): 192 x 160, the two
+            // consumers splitting the columns (192 x 80 each: three m64 n80 wgmmas), 525 tiles
+            // = 3.98 waves of 132 SMs there. Needs a K-major B (160 is not whole 64-column boxes).
+            for stages in [3u32, 4] {
+                for raster_group in [1u32, 8] {
+                    v.push(WgmmaConfig {
+                        bm: 192,
+                        bn: 160,
+                        bk,
+                        consumers: 2,
+                        wgmma_n: 80,
+                        stages,
+                        cluster_m: 1,
+                        persistent: true,
+                        raster_group,
+                        split_k: 1,
+                        pingpong: false,
+                        tma_store: false,
+                        split_n: true,
+                    });
+                }
+            }
+        }
         for bm in [64u32, 128, 256] {
             for bn in [64u32, 128, 192, 256] {
                 for consumers in [1u32, 2] {
@@ -553,6 +606,7 @@ impl Template for WgmmaGemm {
         if blocks > i32::MAX as u64 {
             return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
         }
+        Self::check_config_for(problem, config).map_err(fail)?;
         if config.tma_store {
             Self::check_tma_store(problem).map_err(fail)?;
         }
