@@ -402,6 +402,13 @@ fn tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_
         return;
     }
     let t = WgmmaGemm::default();
+    let three = cfg(192, 160, 3, 160, 4, 1);
+    for (dtype, lb) in [(DType::Bf16, Layout::Col), (DType::Tf32, Layout::Row)] {
+        let p = GemmProblem::new(4000, 4000, 4096, dtype, Layout::Row, lb);
+        let c3 = if dtype == DType::Tf32 { tf(three.clone()) } else { three.clone() };
+        assert_eq!(c3.threads(), 512);
+        compile_and_check(&t, &p, &c3);
+    }
     let c = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 4, 1) };
     // K-major B: NT and TT for f16/bf16, and every layout for tf32 (staged K-major).
     for (dtype, la, lb) in [

@@ -306,6 +306,12 @@ fn split_n_cases() -> Vec<Case> {
     v.push(Case { name: "t160_nt_400x500x96_batch2", p: problem(400, 500, 96, DType::Bf16, Row, Col).batched(2), c: t160(4), sample: None, sms: Some(5) });
     v.push(Case { name: "t160_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(t160(4)), sample: None, sms: None });
     v.push(Case { name: "t160_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::Bf16, Row, Col), c: t160(4), sample: Some(2048), sms: None });
+    // The same tile with three consumers of 64 x 160 (m64n160 wgmmas, 512 threads).
+    let c3 = |stages| cfg(192, 160, 3, 160, stages, 1, true, 8);
+    v.push(Case { name: "t160c3_nt_300x330x200", p: problem(300, 330, 200, DType::Bf16, Row, Col), c: c3(4), sample: None, sms: Some(3) });
+    v.push(Case { name: "t160c3_tt_200x170x520_full_epilogue", p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)), c: c3(3), sample: None, sms: Some(2) });
+    v.push(Case { name: "t160c3_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(c3(4)), sample: None, sms: None });
+    v.push(Case { name: "t160c3_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::F16, Row, Col), c: c3(4), sample: Some(2048), sms: None });
     v
 }
 

@@ -241,7 +241,7 @@ impl WgmmaGemm {
     /// Problem-independent rules of a config on `arch`, as a reason string.
     ///
     /// `bk` 64 or 32 (one 128-byte swizzle span of 2- or 4-byte elements; which one is the
-    /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1 or 2; `bm` in {64, 128, 192, 256} and a multiple of `64 * consumers`
+    /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1, 2 or 3 (3 only splitting rows); `bm` in {64, 128, 192, 256} and a multiple of `64 * consumers`
     /// (of 64 with `split_n`, whose consumers split the columns: `bn / 2`, a multiple of 16);
     /// `bn` in {64, 128, 160, 192, 256}; `wgmma_n` a multiple of 16 in 16..=256 dividing a consumer's columns
     /// (multiples of 64 where B is MN-major: [`WgmmaGemm::check_config_for`]); at most
@@ -258,8 +258,11 @@ impl WgmmaGemm {
                 c.bk
             ));
         }
-        if !(1..=2).contains(&c.consumers) {
-            return Err(format!("consumers={} must be 1 or 2", c.consumers));
+        if !(1..=3).contains(&c.consumers) {
+            return Err(format!("consumers={} must be 1, 2 or 3", c.consumers));
+        }
+        if c.consumers == 3 && (c.pingpong || c.split_n) {
+            return Err("consumers=3 split the tile's rows only (no pingpong, no split_n)".to_string());
         }
         if c.pingpong && (c.consumers != 2 || !c.persistent) {
             return Err(format!(
@@ -505,23 +508,26 @@ impl Template for WgmmaGemm {
             // cuBLAS's tile at 4000 x 4000 (nvjet 160x192 coopB, H200 call M): 192 x 160, the two
             // consumers splitting the columns (192 x 80 each: three m64 n80 wgmmas), 525 tiles
             // = 3.98 waves of 132 SMs there. Needs a K-major B (160 is not whole 64-column boxes).
-            for stages in [3u32, 4] {
-                for raster_group in [1u32, 8] {
-                    v.push(WgmmaConfig {
-                        bm: 192,
-                        bn: 160,
-                        bk,
-                        consumers: 2,
-                        wgmma_n: 80,
-                        stages,
-                        cluster_m: 1,
-                        persistent: true,
-                        raster_group,
-                        split_k: 1,
-                        pingpong: false,
-                        tma_store: false,
-                        split_n: true,
-                    });
+            // Or three consumers of 64 x 160 each (m64n160 wgmmas, 512 threads).
+            for (consumers, wgmma_n, split_n) in [(2u32, 80u32, true), (3, 160, false)] {
+                for stages in [3u32, 4] {
+                    for raster_group in [1u32, 8] {
+                        v.push(WgmmaConfig {
+                            bm: 192,
+                            bn: 160,
+                            bk,
+                            consumers,
+                            wgmma_n,
+                            stages,
+                            cluster_m: 1,
+                            persistent: true,
+                            raster_group,
+                            split_k: 1,
+                            pingpong: false,
+                            tma_store: false,
+                            split_n,
+                        });
+                    }
                 }
             }
         }
