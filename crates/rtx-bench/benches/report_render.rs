@@ -47,6 +47,7 @@ fn report(cases: usize) -> Report {
     r.cases[0].baselines.untuned = Some(MeasuredBaseline {
         median_us: 1.0,
         ratio: 1.0,
+        interleaved: false,
     });
     r
 }

@@ -37,6 +37,10 @@ pub struct Cli {
     /// sample; more is Triton's `do_bench` way, measured noisier on the H200, kept for A/B runs).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=200))]
     pub timing_pipeline: Option<u16>,
+    /// Compare each GEMM row with the separately timed cuBLAS row instead of timing cuBLAS
+    /// alternately with the row (the method before 2026-12-04; kept for A/B runs).
+    #[arg(long)]
+    pub separate_baseline: bool,
     /// Compile every valid config of every template (default: at most 12 per template and
     /// problem, spread over the space; `--quick`: 3).
     #[arg(long)]

@@ -283,6 +283,7 @@ mod tests {
         r.cases[0].baselines.cublas = Some(MeasuredBaseline {
             median_us: 90.0,
             ratio: 0.9,
+            interleaved: false,
         });
         let mut p = MeasuredProfile {
             copy_gbps: Some(1000.0),

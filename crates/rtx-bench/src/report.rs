@@ -169,6 +169,10 @@ pub struct MeasuredBaseline {
     pub median_us: f64,
     /// `baseline / ours` (> 1: ours is faster).
     pub ratio: f64,
+    /// The baseline was timed alternately with this case (same rounds, same GPU state), not
+    /// taken from its own row.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interleaved: bool,
 }
 
 /// A PyTorch anchor figure from `--anchors`.
@@ -462,6 +466,7 @@ impl Case {
         Some(MeasuredBaseline {
             median_us: baseline_median_us,
             ratio: baseline_median_us / ours,
+            interleaved: false,
         })
     }
 }

@@ -207,6 +207,7 @@ pub fn run(
             let t = if cli.quick { TimingConfig::quick() } else { TimingConfig::full() };
             TimingConfig {
                 pipeline: cli.timing_pipeline.map_or(t.pipeline, usize::from),
+                interleave_baseline: !cli.separate_baseline,
                 ..t
             }
         },

@@ -15,6 +15,12 @@
 //!   Samples are added until the relative spread `(p80 - p20) / median` is below
 //!   [`TimingConfig::target_spread`] (checked from [`TimingConfig::min_samples`] on, after each
 //!   enqueued batch) or a cap (samples or wall time) is reached.
+//! - [`Timer::time_paired`]: two closures timed alternately (A B, B A, A B, ...), each sample
+//!   after its own flush, until both sample sets meet the stop rule: a row and its baseline see
+//!   the same GPU clocks and temperature and the same number of samples. Timed one after the
+//!   other, a row whose first samples were noisy ran to the 3 s cap and heated the GPU (H200
+//!   call T: tf32 8192^3 3.26 ms after 150 samples, against 2.80 ms on a cool GPU in call X,
+//!   while cuBLAS before it had stopped at 10 samples).
 //! - [`Timer::time_batched`] for tiny kernels: `count` back-to-back launches between two events,
 //!   the elapsed time divided by `count` is one sample. No CUDA graph and no flush between the
 //!   launches: it measures steady-state throughput with a warm L2 and launch overhead amortized
@@ -47,6 +53,9 @@ pub struct TimingConfig {
     pub flush_l2: bool,
     /// Samples enqueued before the host waits for them (1 waits after every sample).
     pub pipeline: usize,
+    /// Time each row's cuBLAS baseline alternately with the row ([`Timer::time_paired`]) rather
+    /// than take the separately timed cuBLAS row.
+    pub interleave_baseline: bool,
 }
 
 impl TimingConfig {
@@ -61,6 +70,7 @@ impl TimingConfig {
             max_wall: Duration::from_secs(3),
             flush_l2: true,
             pipeline: 1,
+            interleave_baseline: true,
         }
     }
 
@@ -74,6 +84,7 @@ impl TimingConfig {
             max_wall: Duration::from_millis(500),
             flush_l2: true,
             pipeline: 1,
+            interleave_baseline: true,
         }
     }
 
@@ -177,6 +188,47 @@ impl<'g> Timer<'g> {
         Ok(Summary::from_samples(&samples)?)
     }
 
+    /// Times `a` and `b` alternately, one run each per round (the order flips every round), each
+    /// after its own L2 flush; stops once both sample sets meet [`TimingConfig::should_stop`]
+    /// (the caps apply to the round count and the shared wall clock). Returns `(a, b)`.
+    pub fn time_paired<F, G>(&mut self, cfg: &TimingConfig, mut a: F, mut b: G) -> Result<(Summary, Summary), TimingError>
+    where
+        F: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
+        G: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
+    {
+        let stream = &self.gpu.stream;
+        for i in 0..cfg.warmup {
+            a(stream, i)?;
+            b(stream, i)?;
+        }
+        stream.synchronize()?;
+        let started = Instant::now();
+        let (mut sa, mut sb) = (Vec::with_capacity(cfg.min_samples), Vec::with_capacity(cfg.min_samples));
+        while !(cfg.should_stop(&sa, started.elapsed()) && cfg.should_stop(&sb, started.elapsed())) {
+            let round = sa.len();
+            for first in [round % 2 == 0, round % 2 != 0] {
+                if cfg.flush_l2 {
+                    self.flush((round % 251) as u8)?;
+                }
+                let stream = &self.gpu.stream;
+                self.start.record(stream)?;
+                if first {
+                    a(stream, round)?;
+                } else {
+                    b(stream, round)?;
+                }
+                self.end.record(stream)?;
+                let us = self.start.elapsed_ms(&self.end)? as f64 * 1e3;
+                if first {
+                    sa.push(us);
+                } else {
+                    sb.push(us);
+                }
+            }
+        }
+        Ok((Summary::from_samples(&sa)?, Summary::from_samples(&sb)?))
+    }
+
     /// Times `count` back-to-back runs between two events per sample; each sample is the
     /// elapsed time divided by `count` (see the module docs; no flush between runs).
     pub fn time_batched<F>(
@@ -234,6 +286,7 @@ mod tests {
             max_wall: Duration::from_secs(10),
             flush_l2: false,
             pipeline: 1,
+            interleave_baseline: true,
         };
         assert!(
             !cfg.should_stop(&[1.0, 1.0], Duration::ZERO),
@@ -293,6 +346,12 @@ mod tests {
         let b = t
             .time_batched(&TimingConfig::quick(), 8, |st, i| buf.fill_u8(i as u8, st))
             .unwrap();
+        let mut small = gpu.device.alloc(1 << 20, &gpu.stream).unwrap();
+        let (big, little) = t
+            .time_paired(&TimingConfig::quick(), |st, i| buf.fill_u8(i as u8, st), |st, i| small.fill_u8(i as u8, st))
+            .unwrap();
+        assert_eq!(big.samples, little.samples, "one sample of each per round");
+        assert!(big.median_us > little.median_us, "64 MiB memset slower than 1 MiB: {big:?} {little:?}");
         assert!(b.median_us > 0.0 && b.p20_us <= b.p80_us, "{b:?}");
     }
 }

@@ -54,4 +54,9 @@ fn cublas_and_sample_results_are_verified() {
     assert!(cases
         .iter()
         .any(|c| c.name.starts_with("sample-naive ") && c.baselines.cublas.is_some()));
+    // Every measured candidate's cuBLAS figure was timed alternately with it.
+    for c in cases.iter().filter(|c| c.is_measured() && !c.name.starts_with("cublas ")) {
+        let b = c.baselines.cublas.unwrap_or_else(|| panic!("{} has no cuBLAS baseline", c.name));
+        assert!(b.interleaved && b.median_us > 0.0, "{}: {b:?}", c.name);
+    }
 }

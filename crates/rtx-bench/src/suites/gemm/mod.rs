@@ -6,7 +6,9 @@
 //! sampled elements against an f64 CPU reference; then the timing harness measures it (L2
 //! flushed between runs). A candidate whose check fails is a failed row carrying the error
 //! (and its `verified` record, so the run exits 3); it is never timed. Candidates get `baselines.cublas` (same run, same inputs) and, when
-//! they have an untuned variant, `baselines.untuned`.
+//! they have an untuned variant, `baselines.untuned`. cuBLAS is timed alternately with each
+//! candidate ([`Timer::time_paired`]; `interleaved` in the report) unless
+//! [`TimingConfig::interleave_baseline`] is off, when the separately timed cuBLAS row serves.
 
 pub mod candidate;
 pub mod cublas;
@@ -18,7 +20,7 @@ pub mod verify;
 use super::{Suite, SuiteContext, SuiteError};
 use crate::anchors::gemm_key;
 use crate::gpu::Gpu;
-use crate::report::{Case, Clock, Verified};
+use crate::report::{Case, Clock, MeasuredBaseline, Verified};
 use crate::stats::Summary;
 use crate::suite_id::SuiteId;
 use crate::timing::{Timer, TimingConfig, TimingError};
@@ -142,8 +144,12 @@ fn run_cublas(
     Ok(c)
 }
 
+/// Verifies and times one candidate; with `blas` (and [`TimingConfig::interleave_baseline`])
+/// cuBLAS is timed alternately with it and becomes its `baselines.cublas`.
+#[allow(clippy::too_many_arguments)]
 fn run_candidate(
     gpu: &Gpu,
+    blas: Option<&Blas>,
     timer: &mut Timer<'_>,
     timing: &TimingConfig,
     ops: &mut Operands,
@@ -181,11 +187,21 @@ fn run_candidate(
         case.verified = Some(verified);
         return Ok(case);
     }
+    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c);
     let (a, b, c) = (&ops.a, &ops.b, &mut ops.c);
     let mut go = GemmOperands { a, b, c };
-    let s = timer.time(timing, |st, _| k.launch(&mut go, st))?;
+    let (s, paired) = match blas.filter(|_| timing.interleave_baseline) {
+        Some(blas) => {
+            let (s, sc) = timer.time_paired(timing, |st, _| k.launch(&mut go, st), |_, _| blas.gemm(&call))?;
+            (s, Some(sc))
+        }
+        None => (timer.time(timing, |st, _| k.launch(&mut go, st))?, None),
+    };
     let mut case = base_case(&label, p, &s).with_note(k.describe());
     case.verified = Some(verified);
+    if let Some(sc) = paired {
+        case.baselines.cublas = case.measured_baseline(sc.median_us).map(|b| MeasuredBaseline { interleaved: true, ..b });
+    }
     Ok(case)
 }
 
@@ -230,13 +246,13 @@ fn run_problem(
             );
             continue;
         }
-        let mut case = match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref())
-        {
+        let paired_blas = blas.filter(|_| cublas_us.is_some());
+        let mut case = match run_candidate(gpu, paired_blas, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref()) {
             Ok(c) => c,
             Err(e) if e.sticky => return Err(e),
             Err(e) => failed(&cand.label(), p, e.message),
         };
-        if let Some(us) = cublas_us {
+        if let (Some(us), None) = (cublas_us, &case.baselines.cublas) {
             case.baselines.cublas = case.measured_baseline(us);
         }
         if let Some(u) = cand.untuned().filter(|u| u.supports(gpu, p).is_ok()) {
@@ -255,7 +271,7 @@ fn run_problem(
                 out.push(case);
                 continue;
             }
-            match run_candidate(gpu, timer, &ctx.timing, &mut ops, p, rng, u.as_ref()) {
+            match run_candidate(gpu, None, timer, &ctx.timing, &mut ops, p, rng, u.as_ref()) {
                 Ok(uc) if uc.is_measured() && uc.verified.is_some_and(|v| v.ok) => {
                     case.baselines.untuned = uc.median_us.and_then(|us| case.measured_baseline(us));
                 }
