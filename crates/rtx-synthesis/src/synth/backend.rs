@@ -297,38 +297,46 @@ pub(crate) fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), 
     }
 }
 
-/// One batch of [`run_protocol_batched`]: for each repetition of `reps`, `untimed(rep)` (the L2
-/// flush), then `timed(rep)` between the start and end event of its own pair; then one wait on
-/// the last end event (the watchdog allows `limit` per repetition) and the times in microseconds.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn time_batch(
-    pairs: &mut EventPairs,
-    device: &Device,
-    stream: &Stream,
-    reps: Range<u32>,
+/// What [`time_protocol`] times on: the context's event pairs, device and stream, and the L2
+/// flush buffer (allocated by the caller when the protocol flushes).
+pub(crate) struct TimingTarget<'a> {
+    pub pairs: &'a mut EventPairs,
+    pub device: &'a Device,
+    pub stream: &'a Stream,
+    pub flush: &'a mut Option<DeviceBuffer>,
+}
+
+/// Runs `protocol` ([`run_protocol_batched`]) over `timed(rep)`, which enqueues one repetition:
+/// each repetition of a batch gets the untimed L2 flush (when the protocol asks for one), then
+/// `timed(rep)` between the start and end event of its own pair; one wait on the batch's last
+/// end event (the watchdog `limit` counts per repetition) reads the times.
+pub(crate) fn time_protocol(
+    protocol: &MeasureProtocol,
+    target: TimingTarget<'_>,
     limit: Duration,
     what: &str,
-    mut untimed: impl FnMut(u32) -> Result<(), CandidateError>,
     mut timed: impl FnMut(u32) -> Result<(), CandidateError>,
-) -> Result<Vec<f64>, CandidateError> {
-    let n = reps.len();
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    pairs.ensure(device, n).map_err(|e| runtime_failure("creating events", e))?;
-    for (slot, rep) in reps.enumerate() {
-        untimed(rep)?;
-        let (start, end) = pairs
-            .pair(slot)
-            .ok_or_else(|| CandidateError::Unmeasurable(format!("no event pair {slot}")))?;
-        start.record(stream).map_err(|e| runtime_failure("event", e))?;
-        timed(rep)?;
-        end.record(stream).map_err(|e| runtime_failure("event", e))?;
-    }
-    if let Some((_, last)) = pairs.pair(n - 1) {
-        wait_event(last, limit.saturating_mul(n as u32), what)?;
-    }
-    pairs.elapsed_us(n).map_err(|e| runtime_failure("event timing", e))
+) -> Result<TimingStats, CandidateError> {
+    let TimingTarget { pairs, device, stream, flush } = target;
+    run_protocol_batched(protocol, |reps: Range<u32>| {
+        let n = reps.len();
+        pairs.ensure(device, n).map_err(|e| runtime_failure("creating events", e))?;
+        for (slot, rep) in reps.enumerate() {
+            if let (true, Some(fl)) = (protocol.flush_l2, flush.as_mut()) {
+                fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
+            }
+            let (start, end) = pairs
+                .pair(slot)
+                .ok_or_else(|| CandidateError::Unmeasurable(format!("no event pair {slot}")))?;
+            start.record(stream).map_err(|e| runtime_failure("event", e))?;
+            timed(rep)?;
+            end.record(stream).map_err(|e| runtime_failure("event", e))?;
+        }
+        if let Some((_, last)) = n.checked_sub(1).and_then(|i| pairs.pair(i)) {
+            wait_event(last, limit.saturating_mul(n as u32), what)?;
+        }
+        pairs.elapsed_us(n).map_err(|e| runtime_failure("event timing", e))
+    })
 }
 
 /// Resource use of `entry` in a compiled kernel (zeros when ptxas reported none).
@@ -572,39 +580,14 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
             let blas = blas
                 .as_ref()
                 .ok_or_else(|| CandidateError::Unmeasurable("no cuBLAS handle".into()))?;
-            run_protocol_batched(protocol, |reps| {
-                time_batch(
-                    pairs,
-                    device,
-                    stream,
-                    reps,
-                    limit,
-                    "cuBLAS",
-                    |rep| flush_before(protocol, flush, rep, stream),
-                    |rep| {
-                        let set = &timing[protocol.input_set(rep) % timing.len()];
-                        blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
-                            .map_err(|e| runtime_failure("cuBLAS", e))
-                    },
-                )
+            let target = TimingTarget { pairs, device, stream, flush };
+            time_protocol(protocol, target, limit, "cuBLAS", |rep| {
+                let set = &timing[protocol.input_set(rep) % timing.len()];
+                blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
+                    .map_err(|e| runtime_failure("cuBLAS", e))
             })
         })
     }
-}
-
-/// The untimed L2 flush before repetition `rep`, when `protocol` asks for one.
-pub(crate) fn flush_before(
-    protocol: &MeasureProtocol,
-    flush: &mut Option<DeviceBuffer>,
-    rep: u32,
-    stream: &Stream,
-) -> Result<(), CandidateError> {
-    if protocol.flush_l2 {
-        if let Some(fl) = flush.as_mut() {
-            fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
-        }
-    }
-    Ok(())
 }
 
 impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
@@ -711,30 +694,20 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                 timing,
                 ..
             } = g;
-            run_protocol_batched(protocol, |reps| {
-                time_batch(
-                    pairs,
-                    device,
-                    stream,
-                    reps,
-                    limit,
-                    f.name(),
-                    |rep| flush_before(protocol, flush, rep, stream),
-                    |rep| {
-                        let n = timing.len();
-                        let TimingSet { a, b, c, bias, residual } = &mut timing[protocol.input_set(rep) % n];
-                        let mut bufs = GemmBuffers {
-                            a,
-                            b,
-                            c,
-                            bias: bias.as_ref(),
-                            residual: residual.as_ref(),
-                        };
-                        task.template
-                            .enqueue_gemm(&f, p, config, &mut bufs, stream)
-                            .map_err(launch_failure)
-                    },
-                )
+            let target = TimingTarget { pairs, device, stream, flush };
+            time_protocol(protocol, target, limit, f.name(), |rep| {
+                let n = timing.len();
+                let TimingSet { a, b, c, bias, residual } = &mut timing[protocol.input_set(rep) % n];
+                let mut bufs = GemmBuffers {
+                    a,
+                    b,
+                    c,
+                    bias: bias.as_ref(),
+                    residual: residual.as_ref(),
+                };
+                task.template
+                    .enqueue_gemm(&f, p, config, &mut bufs, stream)
+                    .map_err(launch_failure)
             })
         })
     }

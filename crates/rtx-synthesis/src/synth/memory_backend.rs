@@ -13,7 +13,7 @@
 //!   (row ops: the first, the last and random rows up to [`ROW_SAMPLE_ROWS`]) with the template's
 //!   tolerance. A NaN/Inf where the reference is finite, or a finite value where it is not,
 //!   fails.
-//! - `time(config, protocol)`: [`run_protocol_batched`] over event-timed single launches; between samples
+//! - `time(config, protocol)`: [`crate::tuner::run_protocol_batched`] over event-timed single launches; between samples
 //!   (untimed) a `flush_bytes` scratch buffer is overwritten when `flush_l2` is set, and the
 //!   inputs rotate over [`timing_sets`] copies (so a problem smaller than the L2 still reads
 //!   DRAM: the copies together span at least [`ROTATE_BYTES`]).
@@ -23,7 +23,7 @@
 //! its tuning-database entries serve the bare template.
 
 use super::backend::{
-    compile_config, compile_configs, flush_before, load_function, lock, runtime_failure, time_batch, wait_event, DeviceSource,
+    compile_config, compile_configs, load_function, lock, runtime_failure, time_protocol, wait_event, DeviceSource, TimingTarget,
 };
 use super::family::cap_evenly;
 use super::inputs::HostMatrix;
@@ -38,7 +38,7 @@ use crate::templates::reduce::reference::{layernorm_row, rmsnorm_row, softmax_ro
 use crate::templates::reduce::{enqueue_rows, RowBuffers, RowConfig, RowOp, RowProblem, RowReduceTemplate, RowStrategy};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::tuner::{
-    run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
+    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
 };
 use crate::{Arch, DType};
 use rand::rngs::SmallRng;
@@ -753,22 +753,12 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
                 timing,
                 ..
             } = g;
-            run_protocol_batched(protocol, |reps| {
-                time_batch(
-                    pairs,
-                    device,
-                    stream,
-                    reps,
-                    limit,
-                    f.name(),
-                    |rep| flush_before(protocol, flush, rep, stream),
-                    |rep| {
-                        let n = timing.len();
-                        let set = &mut timing[rep as usize % n];
-                        t.enqueue(&f, p, config, stream, &set.inputs, &mut set.outputs)
-                            .map_err(launch_failure)
-                    },
-                )
+            let target = TimingTarget { pairs, device, stream, flush };
+            time_protocol(protocol, target, limit, f.name(), |rep| {
+                let n = timing.len();
+                let set = &mut timing[rep as usize % n];
+                t.enqueue(&f, p, config, stream, &set.inputs, &mut set.outputs)
+                    .map_err(launch_failure)
             })
         })
     }
