@@ -8,10 +8,11 @@
 //!
 //! Skips with a printed reason without a GPU or without NVRTC.
 
-use rtx_runtime::Device;
 use rtx_synthesis::aot::{compile, resource_report, ResourceReport, ResourceSource, Toolchain};
 use rtx_synthesis::templates::KernelSource;
 use rtx_synthesis::Arch;
+mod gpu_support;
+use gpu_support::device_or_skip;
 
 const KERNELS: &str = r#"
 extern "C" __global__ void with_smem(const float* x, float* y) {
@@ -28,25 +29,6 @@ extern "C" __global__ void with_stack(const float* x, float* y, int k) {
   y[threadIdx.x] = a[x[k] > 0 ? k & 63 : 3];
 }
 "#;
-
-fn device_or_skip(test: &str) -> Option<Device> {
-    match Device::try_count() {
-        Ok(n) if n > 0 => {}
-        other => {
-            eprintln!("SKIP {test}: no CUDA device ({other:?})");
-            return None;
-        }
-    }
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP {test}: {e}");
-        assert!(
-            std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-            "RTX_REQUIRE_NVRTC is set but: {e}"
-        );
-        return None;
-    }
-    Some(Device::open(0).expect("device 0 opens"))
-}
 
 #[test]
 fn driver_attributes_give_the_same_report_as_ptxas() {

@@ -16,7 +16,8 @@ use rand::{Rng, SeedableRng};
 use rtx_runtime::{Device, DeviceBuffer, Event, Stream};
 mod attention_support;
 use attention_support::{decode, encode, row_error};
-use rtx_synthesis::aot::Toolchain;
+mod gpu_support;
+use gpu_support::gpu_or_skip;
 use rtx_synthesis::templates::attention::{
     attention_row_f64, AttentionBuffers, AttentionConfig, AttentionInputs, AttentionKernel, AttentionProblem,
     AttentionTemplate,
@@ -26,21 +27,6 @@ use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
 const GUARD: usize = 256;
-
-fn gpu_or_skip(test: &str) -> Option<(Device, Stream)> {
-    if Device::count() == 0 {
-        println!("SKIP {test}: no CUDA device");
-        return None;
-    }
-    if let Err(e) = Toolchain::get() {
-        println!("SKIP {test}: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-        return None;
-    }
-    let dev = Device::open(0).expect("a device is present but cannot be opened");
-    let stream = dev.new_stream().expect("stream");
-    Some((dev, stream))
-}
 
 fn arch_of(dev: &Device) -> Arch {
     let (ma, mi) = dev.info().compute_capability;

@@ -5,7 +5,7 @@
 //! with the winner's and the default's GB/s.
 
 use rtx_runtime::Device;
-use rtx_synthesis::aot::{KernelCache, Toolchain};
+use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::{MemoryGpuBackend, MemoryOp, StrategyKind, Synth, TuneRequest};
 use rtx_synthesis::templates::elementwise::{presets, ElementwiseProblem, ElementwiseTemplate};
 use rtx_synthesis::templates::reduce::{RowProblem, RowReduceTemplate};
@@ -13,22 +13,8 @@ use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::{LookupSource, MeasureProtocol, TuneBackend, TuneTask, TuningDb};
 use rtx_synthesis::DType;
 use std::time::Duration;
-
-fn gpu_or_skip(test: &str) -> Option<Device> {
-    if Device::count() == 0 {
-        println!("SKIP {test}: no CUDA device");
-        return None;
-    }
-    if let Err(e) = Toolchain::get() {
-        println!("SKIP {test}: {e}");
-        assert!(
-            std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-            "RTX_REQUIRE_NVRTC is set but: {e}"
-        );
-        return None;
-    }
-    Some(Device::open(0).expect("a device is present but cannot be opened"))
-}
+mod gpu_support;
+use gpu_support::device_or_skip;
 
 fn request() -> TuneRequest<'static> {
     TuneRequest {
@@ -62,7 +48,7 @@ fn verify_again<T: MemoryOp>(device: &Device, cache: &std::sync::Arc<KernelCache
 
 #[test]
 fn tunes_softmax_and_chain8_and_serves_the_winners() {
-    let Some(device) = gpu_or_skip("tunes_softmax_and_chain8_and_serves_the_winners") else {
+    let Some(device) = device_or_skip("tunes_softmax_and_chain8_and_serves_the_winners") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -22,7 +22,6 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use rtx_runtime::{Device, DeviceBuffer, Event, Stream};
-use rtx_synthesis::aot::Toolchain;
 use rtx_synthesis::templates::elementwise::host_emulation::{host_compiler, run_units};
 use rtx_synthesis::templates::elementwise::reference::compare;
 use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
@@ -32,56 +31,11 @@ use rtx_synthesis::templates::reduce::{
 };
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
+mod gpu_support;
+use gpu_support::{encode, gpu_or_skip, HostTensor};
 
 const GUARD: usize = 64;
 const COLS: [u32; 8] = [1, 3, 63, 64, 1000, 3072, 4097, 65536];
-
-fn gpu_or_skip(test: &str) -> Option<(Device, Stream)> {
-    if Device::count() == 0 {
-        println!("SKIP {test}: no CUDA device");
-        return None;
-    }
-    if let Err(e) = Toolchain::get() {
-        println!("SKIP {test}: {e}");
-        assert!(
-            std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-            "RTX_REQUIRE_NVRTC is set but: {e}"
-        );
-        return None;
-    }
-    let dev = Device::open(0).expect("a device is present but cannot be opened");
-    let stream = dev.new_stream().expect("stream");
-    Some((dev, stream))
-}
-
-struct HostTensor {
-    bytes: Vec<u8>,
-    vals: Vec<f64>,
-}
-
-fn encode(dtype: DType, x: &[f32]) -> HostTensor {
-    let mut bytes = Vec::with_capacity(x.len() * dtype.size_bytes());
-    let mut vals = Vec::with_capacity(x.len());
-    for &v in x {
-        match dtype {
-            DType::F16 => {
-                let h = f16::from_f32(v);
-                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
-                vals.push(h.to_f64());
-            }
-            DType::Bf16 => {
-                let h = bf16::from_f32(v);
-                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
-                vals.push(h.to_f64());
-            }
-            DType::F32 | DType::Tf32 => {
-                bytes.extend_from_slice(&v.to_le_bytes());
-                vals.push(v as f64);
-            }
-        }
-    }
-    HostTensor { bytes, vals }
-}
 
 fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
     match dtype {

@@ -6,7 +6,7 @@
 //! worker, `worker_child_entry`).
 
 use rtx_runtime::{Blas, Device, DeviceBuffer, Stream};
-use rtx_synthesis::aot::{KernelCache, Toolchain};
+use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::backend::{blas_call, output_offsets};
 use rtx_synthesis::synth::inputs::{decode_output, HostMatrix};
 use rtx_synthesis::synth::{
@@ -20,22 +20,11 @@ use rtx_synthesis::{Arch, DType};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+mod gpu_support;
+use gpu_support::device_or_skip;
 
 /// Set (to the problem's JSON) when this binary runs as a tuning worker.
 const CHILD_ENV: &str = "RTX_SYNTH_TEST_WORKER";
-
-fn device_or_skip(test: &str) -> Option<Device> {
-    if Device::count() == 0 {
-        eprintln!("SKIP {test}: no CUDA device");
-        return None;
-    }
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP {test}: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-        return None;
-    }
-    Some(Device::open(0).expect("a device is present but cannot be opened"))
-}
 
 fn synth_with_db(dev: &Device, db: &Path) -> Synth {
     let cache = KernelCache::open_default().expect("kernel cache");

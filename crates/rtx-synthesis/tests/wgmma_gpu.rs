@@ -26,28 +26,12 @@ use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 use std::time::{Duration, Instant};
+mod gpu_support;
+use gpu_support::device_with_cc_or_skip;
 
+/// Device 0 when it is an sm_90 part, else a printed skip.
 fn device_or_skip(test: &str) -> Option<Device> {
-    if Device::count() == 0 {
-        eprintln!("SKIP {test}: no CUDA device");
-        return None;
-    }
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP {test}: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-        return None;
-    }
-    let dev = Device::open(0).expect("a device is present but cannot be opened");
-    if dev.info().compute_capability != (9, 0) {
-        eprintln!(
-            "SKIP {test}: device 0 ({}) is sm_{}{}, the wgmma template needs sm_90a",
-            dev.info().name,
-            dev.info().compute_capability.0,
-            dev.info().compute_capability.1
-        );
-        return None;
-    }
-    Some(dev)
+    device_with_cc_or_skip(test, (9, 0), "the wgmma template needs sm_90a")
 }
 
 /// Host copy of an operand: raw bits for upload and the f64 values the GPU sees.

@@ -1,0 +1,85 @@
+//! Helpers shared by the GPU integration tests: device 0 or a printed `SKIP <test>: <reason>`
+//! on stderr (a panic instead when `RTX_REQUIRE_NVRTC` is set and NVRTC does not load), and the
+//! host copy of a tensor that the elementwise and row-reduce tests upload.
+
+use half::{bf16, f16};
+use rtx_runtime::{Device, Stream};
+use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::DType;
+
+/// Device 0, or `None` after printing `SKIP {test}: <reason>` (stderr) when there is no CUDA
+/// device or NVRTC does not load (then asserting `RTX_REQUIRE_NVRTC` is unset).
+pub fn device_or_skip(test: &str) -> Option<Device> {
+    match Device::try_count() {
+        Ok(n) if n > 0 => {}
+        other => {
+            eprintln!("SKIP {test}: no CUDA device ({other:?})");
+            return None;
+        }
+    }
+    if let Err(e) = Toolchain::get() {
+        eprintln!("SKIP {test}: {e}");
+        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+        return None;
+    }
+    Some(Device::open(0).expect("a device is present but cannot be opened"))
+}
+
+/// [`device_or_skip`], also skipping when device 0's compute capability is not `cc` (`needs`
+/// says what requires it and ends the SKIP line).
+#[allow(dead_code)]
+pub fn device_with_cc_or_skip(test: &str, cc: (u32, u32), needs: &str) -> Option<Device> {
+    let dev = device_or_skip(test)?;
+    let info = dev.info();
+    if info.compute_capability != cc {
+        eprintln!(
+            "SKIP {test}: device 0 ({}) is sm_{}{}, {needs}",
+            info.name, info.compute_capability.0, info.compute_capability.1
+        );
+        return None;
+    }
+    Some(dev)
+}
+
+/// [`device_or_skip`] and a new stream on the device.
+#[allow(dead_code)]
+pub fn gpu_or_skip(test: &str) -> Option<(Device, Stream)> {
+    let dev = device_or_skip(test)?;
+    let stream = dev.new_stream().expect("stream");
+    Some((dev, stream))
+}
+
+/// Stored bytes of a tensor and the f64 values they hold.
+#[allow(dead_code)]
+pub struct HostTensor {
+    /// The little-endian bytes to upload.
+    pub bytes: Vec<u8>,
+    /// The value of every element as the GPU reads it.
+    pub vals: Vec<f64>,
+}
+
+/// `x` rounded to `dtype`: its stored bytes and their f64 values.
+#[allow(dead_code)]
+pub fn encode(dtype: DType, x: &[f32]) -> HostTensor {
+    let mut bytes = Vec::with_capacity(x.len() * dtype.size_bytes());
+    let mut vals = Vec::with_capacity(x.len());
+    for &v in x {
+        match dtype {
+            DType::F16 => {
+                let h = f16::from_f32(v);
+                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
+                vals.push(h.to_f64());
+            }
+            DType::Bf16 => {
+                let h = bf16::from_f32(v);
+                bytes.extend_from_slice(&h.to_bits().to_le_bytes());
+                vals.push(h.to_f64());
+            }
+            DType::F32 | DType::Tf32 => {
+                bytes.extend_from_slice(&v.to_le_bytes());
+                vals.push(v as f64);
+            }
+        }
+    }
+    HostTensor { bytes, vals }
+}
