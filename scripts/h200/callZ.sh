@@ -9,7 +9,7 @@ run() { t=$1; lim=$2; shift 2
   grep -E "panicked|FAIL" $R/test_$t.log | head -3; pack; }
 run synth_gpu 90
 run memory_tune_gpu 60
-run wgmma_gpu 60 RTX_WGMMA_CASE=t160c3_nt_300,sn_ts_nn_200,ts_nn_300
+run wgmma_gpu 60 RTX_WGMMA_CASE=t160c3_nt_300,sn_ts_nn_200,ts_nn_300  # (needs the test-name filter wgmma_gemm_matches: see callZ/README.md)
 run aot_driver_resources 60
 run elementwise_gpu 100
 run reduce_gpu 100
