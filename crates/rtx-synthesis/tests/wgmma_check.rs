@@ -48,22 +48,37 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let c_ok = (p.ldc as u64 * osz) % 16 == 0
         && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz) % 16 == 0 && p.stride_c * osz < 1 << 40));
     let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
+    // setmaxnreg: the producer drops to 40 registers, the consumers share the rest of the
+    // launch allocation (multiple of 8, at most 240) and need 64 beside their accumulators.
+    let consumer_regs = if c.consumers == 0 {
+        0
+    } else {
+        ((launch_regs * 128 * (1 + c.consumers)).saturating_sub(128 * 40) / (128 * c.consumers) / 8 * 8).min(240)
+    };
     let kblocks = p.k.div_ceil(c.bk);
     let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
+    // B is K-major for NT/TT, and for tf32 always (staged); an MN-major B is loaded in
+    // 64-column swizzle boxes, so its tile widths are multiples of 64.
+    let b_k_major = p.layout_b == Layout::Col || tf32;
+    let epi_cols = (128 / osz) as u32;
     (!c.pingpong || (c.consumers == 2 && c.persistent))
-        && (!c.split_n || (c.consumers == 2 && !c.pingpong && cols_per_wg % 64 == 0))
+        && (c.consumers != 3 || (!c.pingpong && !c.split_n))
+        && (!c.split_n || (c.consumers == 2 && !c.pingpong && cols_per_wg % 16 == 0))
+        && (b_k_major || (c.bn % 64 == 0 && cols_per_wg % 64 == 0 && c.wgmma_n % 64 == 0))
+        && (!c.tma_store || cols_per_wg % epi_cols == 0)
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 < launch_regs)
         && units * (c.cluster_m as u64) < i32::MAX as u64
-        && (1..=2).contains(&c.consumers)
-        && [64, 128, 256].contains(&c.bm)
+        && (1..=3).contains(&c.consumers)
+        && [64, 128, 192, 256].contains(&c.bm)
         && c.bm % (64 * per_tile) == 0
-        && [64, 128, 192, 256].contains(&c.bn)
-        && c.wgmma_n % 64 == 0
-        && (64..=256).contains(&c.wgmma_n)
+        && [64, 128, 160, 192, 256].contains(&c.bn)
+        && c.wgmma_n % 16 == 0
+        && (16..=256).contains(&c.wgmma_n)
         && cols_per_wg % c.wgmma_n == 0
         && acc <= 128
+        && consumer_regs >= acc + 64
         && (2..=12).contains(&c.stages)
         && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
@@ -120,9 +135,9 @@ prop_compose! {
 
 prop_compose! {
     fn arb_config()(bm in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(192), 3 => Just(256), 1 => Just(32)],
-                    bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
+                    bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(160), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
                     bk in prop_oneof![5 => Just(64u32), 3 => Just(32), 1 => Just(16)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
-                    wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(320)],
+                    wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(80), 1 => Just(160), 1 => Just(40), 1 => Just(320)],
                     stages in prop_oneof![6 => 2u32..7, 2 => 7u32..13, 1 => Just(1), 1 => Just(13)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
                     persistent in any::<bool>(), raster_group in prop_oneof![6 => 1u32..65, 1 => Just(0), 1 => Just(65)],
                     split_k in prop_oneof![6 => Just(1u32), 3 => 2u32..5, 1 => Just(16), 1 => Just(0), 1 => Just(17)],
