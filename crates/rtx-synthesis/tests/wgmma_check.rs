@@ -41,9 +41,13 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let rows_per_wg = if per_tile == 0 { 0 } else { c.bm / per_tile };
     let cols_per_wg = if c.split_n { c.bn / 2 } else { c.bn };
     let acc = rows_per_wg / 64 * cols_per_wg / 2;
-    let ring = c.stages * (c.bm + c.bn) * 128 + 16 * c.stages;
-    // TMA-store epilogue: two 8 KiB boxes per consumer after the ring, 1024-aligned.
-    let smem = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 8192 + 1024 } else { ring + 1024 };
+    // The B slot of a stage holds whole 64-column boxes (160 columns take 192 columns' room).
+    let b_cols = c.bn.div_ceil(64) * 64;
+    let ring = c.stages * (c.bm + b_cols) * 128 + 16 * c.stages;
+    // TMA-store epilogue: rows of a 128-byte span, or of 64 bytes when a consumer's columns are
+    // not a multiple of 64; two boxes of 64 such rows per consumer after the ring, 1024-aligned.
+    let epi_span: u32 = if cols_per_wg % 64 == 0 { 128 } else { 64 };
+    let smem = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span + 1024 } else { ring + 1024 };
     let osz = p.epilogue.out_dtype.size_bytes() as u64;
     let c_ok = (p.ldc as u64 * osz) % 16 == 0
         && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz) % 16 == 0 && p.stride_c * osz < 1 << 40));
@@ -58,13 +62,15 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let kblocks = p.k.div_ceil(c.bk);
     let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
     // B is K-major for NT/TT, and for tf32 always (staged); an MN-major B is loaded in
-    // 64-column swizzle boxes, so its tile widths are multiples of 64.
+    // 64-column swizzle boxes and each wgmma starts on a box: several wgmmas along a consumer's
+    // columns need wgmma_n a multiple of 64, column-split consumers start on a box too.
     let b_k_major = p.layout_b == Layout::Col || tf32;
-    let epi_cols = (128 / osz) as u32;
+    let n_instr = if c.wgmma_n == 0 { 0 } else { cols_per_wg / c.wgmma_n };
+    let epi_cols = epi_span / osz as u32;
     (!c.pingpong || (c.consumers == 2 && c.persistent))
         && (c.consumers != 3 || (!c.pingpong && !c.split_n))
         && (!c.split_n || (c.consumers == 2 && !c.pingpong && cols_per_wg % 16 == 0))
-        && (b_k_major || (c.bn % 64 == 0 && cols_per_wg % 64 == 0 && c.wgmma_n % 64 == 0))
+        && (b_k_major || ((n_instr <= 1 || c.wgmma_n % 64 == 0) && (!c.split_n || cols_per_wg % 64 == 0)))
         && (!c.tma_store || cols_per_wg % epi_cols == 0)
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
@@ -204,7 +210,7 @@ proptest! {
                 prop_assert!(tma_desc_a(&p, &c).validate().is_ok());
                 prop_assert!(tma_desc_b(&p, &c).validate().is_ok());
                 if c.tma_store {
-                    prop_assert!(tma_desc_c(&p).validate().is_ok());
+                    prop_assert!(tma_desc_c(&p, &c).validate().is_ok());
                     prop_assert!(src.code.contains("TmaMap tmC)"));
                 }
                 // tf32: k8 instructions without transpose immediates, the pre-pass exactly for

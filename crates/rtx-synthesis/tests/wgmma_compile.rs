@@ -397,20 +397,44 @@ fn split_n_compiles_without_spills() {
 }
 
 #[test]
-fn tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_not() {
-    if !toolchain_or_skip("tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_not") {
+fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b() {
+    if !toolchain_or_skip("tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b") {
         return;
     }
     let t = WgmmaGemm::default();
     let three = cfg(192, 160, 3, 160, 4, 1);
-    for (dtype, lb) in [(DType::Bf16, Layout::Col), (DType::Tf32, Layout::Row)] {
-        let p = GemmProblem::new(4000, 4000, 4096, dtype, Layout::Row, lb);
-        let c3 = if dtype == DType::Tf32 { tf(three.clone()) } else { three.clone() };
+    // Three consumers of 64 x 160 (one m64n160 wgmma each): any B. An MN-major B (NN/TN of
+    // f16/bf16) loads three 64-column boxes per stage; with the TMA-store epilogue the boxes
+    // of C are 32 columns (64 bytes) with the 64-byte swizzle.
+    for (dtype, la, lb, ts) in [
+        (DType::Bf16, Layout::Row, Layout::Col, false),
+        (DType::Tf32, Layout::Row, Layout::Row, false),
+        (DType::Bf16, Layout::Row, Layout::Row, false),
+        (DType::Bf16, Layout::Row, Layout::Row, true),
+        (DType::F16, Layout::Row, Layout::Col, true),
+        (DType::F16, Layout::Col, Layout::Row, true),
+    ] {
+        let mut p = GemmProblem::new(4000, 4000, 4096, dtype, la, lb);
+        let c3 = WgmmaConfig { tma_store: ts, ..if dtype == DType::Tf32 { tf(three.clone()) } else { three.clone() } };
         assert_eq!(c3.threads(), 512);
+        if la == Layout::Col {
+            fuse_all(&mut p, Activation::GeluTanh);
+        }
+        let src = t.emit(&p, &c3, Arch::Sm90a).unwrap();
+        assert!(src.code.contains("m64n160k"), "an m64n160 wgmma: {}", src.entry);
+        if ts {
+            assert!(src.code.contains("EPI_BOX_BYTES = 4096"), "64 rows x 64 bytes: {}", src.entry);
+            assert!(src.code.contains("boxes of 64 rows x 64 bytes"), "{}", src.entry);
+        }
+        if dtype != DType::Tf32 && lb == Layout::Row {
+            // Three 64-column boxes of B per stage, the last one half used.
+            assert!(src.code.contains("n0 + 128, k0 + 0"), "{}", src.entry);
+        }
         compile_and_check(&t, &p, &c3);
+        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s == &WgmmaConfig { stages: 4, raster_group: 1, ..c3.clone() }), "in the space");
     }
     let c = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 4, 1) };
-    // K-major B: NT and TT for f16/bf16, and every layout for tf32 (staged K-major).
+    // Two consumers of 192 x 80: K-major B only (NT and TT for f16/bf16, every layout for tf32).
     for (dtype, la, lb) in [
         (DType::Bf16, Layout::Row, Layout::Col),
         (DType::F16, Layout::Col, Layout::Col),
@@ -425,14 +449,14 @@ fn tile_192x160_compiles_without_spills_where_b_is_k_major_and_is_refused_where_
         assert!(src.code.contains("B_CONSUMER_OFFSET = 10240"), "{}", src.entry);
         assert!(src.code.contains("m64n80k"), "an m64n80 wgmma: {}", src.entry);
         compile_and_check(&t, &p, &c);
-        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s.bm == 192 && s.bn == 160), "in the tuning space for {dtype} {la:?}{lb:?}");
+        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s == &WgmmaConfig { stages: 4, raster_group: 1, ..c.clone() }), "in the space");
     }
-    // An MN-major B (row-major bf16 B) is loaded in 64-column boxes: 160 is refused by name.
+    // An MN-major B cannot start consumer 2's wgmma at column 80 (inside a 64-column box).
     let nn = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Row);
     let e = t.check(&nn, &c, Arch::Sm90a).unwrap_err();
     assert!(e.reason.contains("MN-major B") && e.reason.contains("bn=160"), "{}", e.reason);
-    assert!(!t.space(&nn, Arch::Sm90a).iter().any(|s| s.bn == 160));
-    // The TMA-store epilogue needs whole 64-column boxes per consumer: 80 is not.
+    assert!(!t.space(&nn, Arch::Sm90a).iter().any(|s| s.bn == 160 && s.split_n));
+    // The TMA-store epilogue needs whole boxes per consumer: 80 columns are not whole 64-byte boxes of bf16.
     let nt = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Col);
     let e = t.check(&nt, &WgmmaConfig { tma_store: true, ..c.clone() }, Arch::Sm90a).unwrap_err();
     assert!(e.reason.contains("tma_store"), "{}", e.reason);

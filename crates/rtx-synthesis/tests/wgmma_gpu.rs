@@ -296,6 +296,33 @@ fn split_n_cases() -> Vec<Case> {
     v.push(Case { name: "t160c3_tt_200x170x520_full_epilogue", p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)), c: c3(3), sample: None, sms: Some(2) });
     v.push(Case { name: "t160c3_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(c3(4)), sample: None, sms: None });
     v.push(Case { name: "t160c3_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::F16, Row, Col), c: c3(4), sample: Some(2048), sms: None });
+    // An MN-major B (NN, TN): three 64-column boxes per stage, the last one half read; the
+    // boxes past N are skipped (N = 328: the third tile column loads one box).
+    v.push(Case { name: "t160c3_nn_300x328x200", p: problem(300, 328, 200, DType::Bf16, Row, Row), c: c3(4), sample: None, sms: Some(3) });
+    v.push(Case { name: "t160c3_tn_200x168x520_full_epilogue", p: full_epilogue(problem(200, 168, 520, DType::F16, Col, Row)), c: c3(3), sample: None, sms: Some(2) });
+    v.push(Case { name: "t160c3_nn_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::Bf16, Row, Row), c: c3(4), sample: Some(2048), sms: None });
+    // The TMA-store epilogue of 160 columns: five 32-column boxes of 64 bytes (64-byte swizzle),
+    // or ten 16-column ones for an f32 output.
+    v.push(Case { name: "t160c3_ts_nt_300x328x200", p: problem(300, 328, 200, DType::Bf16, Row, Col), c: ts(c3(4)), sample: None, sms: Some(3) });
+    v.push(Case { name: "t160c3_ts_nn_300x328x200", p: problem(300, 328, 200, DType::F16, Row, Row), c: ts(c3(4)), sample: None, sms: Some(3) });
+    let mut fe16 = full_epilogue(problem(200, 168, 520, DType::Bf16, Col, Row));
+    fe16.epilogue.out_dtype = DType::Bf16;
+    v.push(Case { name: "t160c3_ts_tn_200x168x520_full_epilogue", p: fe16, c: ts(c3(3)), sample: None, sms: Some(2) });
+    let mut f32_out = problem(330, 504, 136, DType::Bf16, Row, Row);
+    f32_out.epilogue.out_dtype = DType::F32;
+    v.push(Case { name: "t160c3_ts_nn_330x504x136_f32_out", p: f32_out, c: ts(c3(4)), sample: None, sms: Some(4) });
+    v.push(Case { name: "t160c3_ts_nn_400x504x96_batch2", p: problem(400, 504, 96, DType::Bf16, Row, Row).batched(2), c: ts(c3(4)), sample: None, sms: Some(5) });
+    v.push(Case { name: "t160c3_ts_tf32_nn_250x332x136", p: problem(250, 332, 136, DType::Tf32, Row, Row), c: ts(tf(c3(3))), sample: None, sms: None });
+    v.push(Case { name: "t160c3_ts_nn_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::F16, Row, Row), c: ts(c3(4)), sample: Some(2048), sms: None });
+    // What default_config serves where the cost model picks the 192 x 160 rung.
+    for (name, p) in [
+        ("default_nn_4000x4000x4096_sampled", problem(4000, 4000, 4096, DType::Bf16, Row, Row)),
+        ("default_nn_4096x768x3072_sampled", problem(4096, 768, 3072, DType::F16, Row, Row)),
+    ] {
+        let c = WgmmaGemm::default().default_config(&p, Arch::Sm90a);
+        assert_eq!((c.bm, c.bn, c.tma_store), (192, 160, true), "{name}");
+        v.push(Case { name, p, c, sample: Some(2048), sms: None });
+    }
     v
 }
 

@@ -102,8 +102,9 @@ pub struct DefaultRung {
 }
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
-pub const DEFAULT_LADDER: [DefaultRung; 4] = [
+pub const DEFAULT_LADDER: [DefaultRung; 5] = [
     DefaultRung { bm: 128, bn: 256, consumers: 2, wgmma_n: 256, stages: 4, persistent: true, raster_group: 8 },
+    DefaultRung { bm: 192, bn: 160, consumers: 3, wgmma_n: 160, stages: 4, persistent: true, raster_group: 1 },
     DefaultRung { bm: 128, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, persistent: true, raster_group: 8 },
     DefaultRung { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 8, persistent: true, raster_group: 1 },
     DefaultRung { bm: 64, bn: 64, consumers: 1, wgmma_n: 64, stages: 10, persistent: true, raster_group: 1 },
@@ -213,21 +214,25 @@ impl WgmmaGemm {
         })
     }
 
-    /// Rules of a config that depend on the problem: an MN-major B (row-major B of f16/bf16) is
-    /// loaded in 64-column swizzle boxes, so `bn`, a consumer's columns and `wgmma_n` must be
-    /// multiples of 64 (a K-major B takes any multiple of 16: 160 = 2 x 80 is cuBLAS's tile at
-    /// 4000 x 4000); the TMA-store epilogue stores whole 128-byte boxes of a consumer's columns.
+    /// Rules of a config that depend on the problem. An MN-major B (row-major B of f16/bf16) is
+    /// loaded in 64-column swizzle boxes and a wgmma reads it from a box's first column, so each
+    /// wgmma's first column (every `wgmma_n`-th column of a consumer's part) and a column-split
+    /// consumer's first column must be a multiple of 64; a tile whose last box is partial
+    /// (`bn` 160 = 64 + 64 + 32, one m64n160 wgmma per consumer) loads that box whole. A K-major
+    /// B takes any multiple of 16 (160 = 2 x 80 is cuBLAS's tile at 4000 x 4000). The TMA-store
+    /// epilogue stores whole boxes of one swizzle span ([`WgmmaConfig::epi_span_bytes`]) of a
+    /// consumer's columns.
     pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
-        if !tma::b_is_k_major(p) && (c.bn % 64 != 0 || c.cols_per_consumer() % 64 != 0 || c.wgmma_n % 64 != 0) {
+        if !tma::b_is_k_major(p) && ((c.n_iters() > 1 && c.wgmma_n % 64 != 0) || (c.split_n && c.cols_per_consumer() % 64 != 0)) {
             return Err(format!(
-                "bn={} (wgmma_n={}, {} columns per consumer): an MN-major B (layout {:?}) is loaded in 64-column swizzle boxes, so each must be a multiple of 64",
+                "bn={} (wgmma_n={}, {} columns per consumer): an MN-major B (layout {:?}) is loaded in 64-column swizzle boxes, so every wgmma and every consumer must start on a multiple of 64 columns",
                 c.bn,
                 c.wgmma_n,
                 c.cols_per_consumer(),
                 p.layout_b
             ));
         }
-        let cols = tma::epi_box_cols(p);
+        let cols = tma::epi_box_cols(p, c);
         if c.tma_store && c.cols_per_consumer() % cols != 0 {
             return Err(format!(
                 "tma_store: a consumer's {} columns must be whole {cols}-column boxes of {} output",
@@ -504,30 +509,33 @@ impl Template for WgmmaGemm {
         // One stage is 128 bytes of K: 64 f16/bf16 or 32 tf32 elements (f32 problems are
         // rejected by check; give them the 16-bit depth).
         let bk = Self::block_k(problem.dtype).unwrap_or(BLOCK_K);
+        // cuBLAS's tile at 4000 x 4000 (nvjet 160x192 coopB, H200 call M): 192 x 160, 525 tiles
+        // = 3.98 waves of 132 SMs there. Three consumers of 64 x 160 each (m64n160 wgmmas, 512
+        // threads), with or without the TMA-store epilogue (64-byte boxes), for either B; or,
+        // for a K-major B only, two consumers splitting the columns (192 x 80 each: three m64
+        // n80 wgmmas; an MN-major B cannot start a wgmma at column 80 of a 64-column box).
+        let mut forms = vec![(3u32, 160u32, false, false), (3, 160, false, true)];
         if tma::b_is_k_major(problem) {
-            // cuBLAS's tile at 4000 x 4000 (nvjet 160x192 coopB, H200 call M): 192 x 160, the two
-            // consumers splitting the columns (192 x 80 each: three m64 n80 wgmmas), 525 tiles
-            // = 3.98 waves of 132 SMs there. Needs a K-major B (160 is not whole 64-column boxes).
-            // Or three consumers of 64 x 160 each (m64n160 wgmmas, 512 threads).
-            for (consumers, wgmma_n, split_n) in [(2u32, 80u32, true), (3, 160, false)] {
-                for stages in [3u32, 4] {
-                    for raster_group in [1u32, 8] {
-                        v.push(WgmmaConfig {
-                            bm: 192,
-                            bn: 160,
-                            bk,
-                            consumers,
-                            wgmma_n,
-                            stages,
-                            cluster_m: 1,
-                            persistent: true,
-                            raster_group,
-                            split_k: 1,
-                            pingpong: false,
-                            tma_store: false,
-                            split_n,
-                        });
-                    }
+            forms.push((2, 80, true, false));
+        }
+        for (consumers, wgmma_n, split_n, tma_store) in forms {
+            for stages in [3u32, 4] {
+                for raster_group in [1u32, 8] {
+                    v.push(WgmmaConfig {
+                        bm: 192,
+                        bn: 160,
+                        bk,
+                        consumers,
+                        wgmma_n,
+                        stages,
+                        cluster_m: 1,
+                        persistent: true,
+                        raster_group,
+                        split_k: 1,
+                        pingpong: false,
+                        tma_store,
+                        split_n,
+                    });
                 }
             }
         }
@@ -756,14 +764,28 @@ mod tests {
         assert_eq!(pick(512, 512, 512), (64, 64, 1, 10, true, true));
         assert_eq!(pick(8, 16, 8), (64, 64, 1, 10, true, true));
         assert_eq!(pick(8192, 8192, 8192), (128, 256, 2, 4, true, true));
-        // The encoder layer's FFN-down GEMM: one 73%-full wave of 128x256 beats two of 128x128.
-        assert_eq!(pick(4096, 768, 3072), (128, 256, 2, 4, true, true));
+        // cuBLAS's tile where it quantizes better: 525 tiles of 192 x 160 (3.98 waves) against
+        // 512 of 128 x 256 (3.88 waves with 7.5% of the work padding). H200, call AB: 170.0 us
+        // against 176.9 (bf16 NN), cuBLAS 172.9.
+        assert_eq!(pick(4000, 4000, 4096), (192, 160, 3, 4, true, true));
+        assert_eq!(pick(4096, 4096, 4096 + 64), (128, 256, 2, 4, true, true));
+        // The encoder layer's FFN-down GEMM: one 73%-full wave of 128x256 beat two of 128x128;
+        // one 83%-full wave of 192 x 160 (110 tiles) carries 6% less work per SM than either.
+        assert_eq!(pick(4096, 768, 3072), (192, 160, 3, 4, true, true));
         // A batch of small products fills the GPU like one large one.
         let b = GemmProblem::nn(512, 512, 512, DType::F16).batched(8);
         assert_eq!(t.default_config(&b, Arch::Sm90a).bm, 128);
         // Every rung is a valid config of every 16-bit layout, and tf32 keeps the 128 x 256 tile.
         for r in DEFAULT_LADDER {
             assert!(r.bm % (64 * r.consumers) == 0 && r.bn % r.wgmma_n == 0);
+            for dtype in [DType::F16, DType::Bf16] {
+                for la in [Layout::Row, Layout::Col] {
+                    for lb in [Layout::Row, Layout::Col] {
+                        let p = GemmProblem::new(1000, 1000, 1000, dtype, la, lb);
+                        t.check(&p, &t.rung_config(&p, &r), Arch::Sm90a).unwrap_or_else(|e| panic!("{r:?} {dtype} {la:?}{lb:?}: {e}"));
+                    }
+                }
+            }
         }
         let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
         assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (128, 256, 4, false));
@@ -850,7 +872,7 @@ mod tests {
     fn launch_dims_cover_every_tile() {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::nn(4000, 4000, 4096, DType::Bf16).batched(2);
-        let c = WgmmaConfig { persistent: false, ..t.default_config(&p, Arch::Sm90a) };
+        let c = WgmmaConfig { persistent: false, ..t.rung_config(&p, &DEFAULT_LADDER[0]) };
         let d = t.launch(&p, &c);
         assert_eq!(d.grid, [32 * 16, 1, 2]);
         assert_eq!(d.block, [384, 1, 1]);

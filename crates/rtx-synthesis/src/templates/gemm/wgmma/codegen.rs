@@ -18,7 +18,7 @@
 //! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
-use super::config::{WgmmaConfig, EPI_BOX_BYTES, EPI_WARP_ROWS, PRODUCER_REGS};
+use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS};
 use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset, k16_slices, TmaBox};
 use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, DEVICE_HELPERS};
 use super::staging::{emit_prepass_fns, staging};
@@ -111,18 +111,31 @@ __device__ __forceinline__ void stmatrix_x4(unsigned addr, unsigned r0, unsigned
     }
 }
 
-/// TMA-store epilogue of one unit: per 64-row block and 128-byte column span (one box), each
-/// warp waits until its 16 rows of the box it is about to fill have been read out by its store
-/// of two boxes ago, writes its fragments there (`stmatrix` for 16-bit outputs; 128-byte
-/// swizzle: 16-byte chunk `q` of row `r` at chunk `q ^ (r % 8)`, so the 8 rows of a matrix hit
-/// distinct banks), fences the writes toward the async proxy, and its lane 0 stores those 16
-/// rows. Warps synchronize only within themselves (`__syncwarp`), never across the warpgroup,
-/// and each lane 0 tracks its own bulk groups.
+/// The swizzle of a TMA-store staging box with rows of `span` bytes (Swizzle<B,4,3> on the
+/// byte offset from the 1024-aligned box: 16-byte chunk bits `[4, 4 + B)` XOR bits `[7, 7 + B)`,
+/// B = 3 for the 128-byte swizzle, 2 for the 64-byte one), as the C expression of the value
+/// XORed into the chunk index of row `r`: `r % 8` for 128-byte rows, `(r / 2) % 4` for 64-byte rows.
+fn epi_row_xor(span: u32, r: &str) -> String {
+    match span {
+        128 => format!("(unsigned)({r} & 7)"),
+        64 => format!("(unsigned)(({r} >> 1) & 3)"),
+        _ => unreachable!("TMA-store spans are 64 or 128 bytes"),
+    }
+}
+
+/// TMA-store epilogue of one unit: per 64-row block and swizzle span of columns (one box: 128
+/// bytes, or 64 where a consumer's columns are not a multiple of 64), each warp waits until its
+/// 16 rows of the box it is about to fill have been read out by its store of two boxes ago,
+/// writes its fragments there (`stmatrix` for 16-bit outputs; swizzled so the 8 rows of a
+/// matrix hit distinct banks, see [`epi_row_xor`]), fences the writes toward the async proxy,
+/// and its lane 0 stores those 16 rows. Warps synchronize only within themselves
+/// (`__syncwarp`), never across the warpgroup, and each lane 0 tracks its own bulk groups.
 fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let osz = p.epilogue.out_dtype.size_bytes() as u32;
-    let cols = epi_box_cols(p);
+    let span = c.epi_span_bytes();
+    let cols = epi_box_cols(p, c);
     let chunks = c.cols_per_consumer() / cols;
-    w.comment("TMA-store epilogue: boxes of 64 rows x 128 bytes through two swizzled staging buffers.");
+    w.comment(format!("TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."));
     w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
     w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
     w.line("const int r_lo = warp * 16 + (lane >> 2);");
@@ -130,8 +143,8 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     if osz == 2 {
         w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
         w.line("const int st_r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);");
-        w.line("const unsigned st_row = (unsigned)st_r * 128u;");
-        w.line("const unsigned st_x = (unsigned)(st_r & 7);");
+        w.line(format!("const unsigned st_row = (unsigned)st_r * {span}u;"));
+        w.line(format!("const unsigned st_x = {};", epi_row_xor(span, "st_r")));
         w.line("const unsigned st_j = (unsigned)(lane >> 4);");
     }
     for mi in 0..c.m_iters() {
@@ -149,7 +162,7 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
             w.line("__syncwarp();");
             w.line(format!(
                 "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, tcol + {}, trow + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
-                EPI_WARP_ROWS * 128,
+                EPI_WARP_ROWS * span,
                 cb * cols,
                 mi * 64
             ));
@@ -177,7 +190,7 @@ fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: 
 }
 
 /// The 32-bit-output body of one epilogue box: each lane's accumulator pairs, one
-/// `st.shared.v2.f32` each, at the swizzled chunk `q ^ (row % 8)`.
+/// `st.shared.v2.f32` each, at the swizzled chunk (see [`epi_row_xor`]).
 fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32, osz: u32) {
     for ni in 0..c.n_iters() {
         for j in 0..c.wgmma_n / 8 {
@@ -190,8 +203,9 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
                 w.line(format!("const int r = r_lo + {};", h * 8));
                 let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
                 emit_epi_value(w, p, "v", &format!("trow + {} + r", mi * 64), &format!("tcol + {c8} + cpair"), &a0, &a1);
+                let span = c.epi_span_bytes();
                 w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
-                w.line("st_box(box + (unsigned)r * 128u + ((((byte >> 4) ^ (unsigned)(r & 7))) << 4) + (byte & 15u), v);");
+                w.line(format!("st_box(box + (unsigned)r * {span}u + ((((byte >> 4) ^ {})) << 4) + (byte & 15u), v);", epi_row_xor(span, "r")));
                 w.close("");
             }
         }
@@ -201,7 +215,7 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
 /// The 16-bit-output body of one epilogue box: per pair of 8-column steps, the epilogue of the
 /// lane's four accumulator pairs (rows `r_lo`, `r_lo + 8`; steps `j`, `j + 1`) goes out in one
 /// `stmatrix.x4` (four 8x8 matrices; matrix `i` = step `j + i / 2`, row half `i % 2`), whose
-/// 16-byte rows land at the swizzled chunk `q ^ (row % 8)` as the copy engine expects.
+/// 16-byte rows land at the swizzled chunk (see [`epi_row_xor`]) as the copy engine expects.
 fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32) {
     for ni in 0..c.n_iters() {
         for j in (0..c.wgmma_n / 8).step_by(2) {
@@ -364,7 +378,7 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("unsigned", "B_CONSUMER_OFFSET", b_consumer_offset(c));
     if c.tma_store {
         w.constant("unsigned", "EPI_OFFSET", c.epi_offset());
-        w.constant("unsigned", "EPI_BOX_BYTES", EPI_BOX_BYTES);
+        w.constant("unsigned", "EPI_BOX_BYTES", c.epi_box_bytes());
     }
 }
 

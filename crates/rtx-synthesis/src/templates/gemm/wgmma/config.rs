@@ -19,8 +19,6 @@ pub const REGS_PER_SM: u32 = 65_536;
 pub const SWIZZLE_BYTES: u32 = 128;
 /// Bytes of one 64 x 64 two-byte TMA box (one MN-major swizzle column; 2-byte types only).
 pub const BOX_BYTES: u32 = BLOCK_K * SWIZZLE_BYTES;
-/// Bytes of one TMA-store epilogue staging box: 64 rows of one 128-byte swizzle span of C.
-pub const EPI_BOX_BYTES: u32 = 64 * SWIZZLE_BYTES;
 /// Rows of C one warp stores per epilogue box (its accumulator rows; the C map's box height).
 pub const EPI_WARP_ROWS: u32 = 16;
 /// Slack added to the dynamic shared memory so the kernel can align its base to 1024 bytes.
@@ -145,9 +143,11 @@ impl WgmmaConfig {
         self.bm * SWIZZLE_BYTES
     }
 
-    /// Bytes of B in one stage: `bn` rows of one 128-byte K span.
+    /// Bytes of B in one stage: `bn` rows of one 128-byte K span, rounded up to whole 64-column
+    /// boxes (an MN-major B with `bn` 160 loads three 64 x 64 boxes; a K-major one leaves the
+    /// last 32 rows unused).
     pub fn b_stage_bytes(&self) -> u32 {
-        self.bn * SWIZZLE_BYTES
+        self.bn.next_multiple_of(64) * SWIZZLE_BYTES
     }
 
     /// Bytes TMA delivers per stage (both operands, full boxes including zero fill).
@@ -165,10 +165,26 @@ impl WgmmaConfig {
         (self.barrier_offset() + 16 * self.stages).div_ceil(1024) * 1024
     }
 
+    /// Bytes of one row of a TMA-store staging box: a 128-byte swizzle span when a consumer's
+    /// columns are a multiple of 64, else a 64-byte span (160 columns of a 2-byte output = five
+    /// 32-column boxes; `WgmmaGemm::check_config_for` refuses columns that are not whole boxes).
+    pub fn epi_span_bytes(&self) -> u32 {
+        if self.cols_per_consumer() % 64 == 0 {
+            SWIZZLE_BYTES
+        } else {
+            SWIZZLE_BYTES / 2
+        }
+    }
+
+    /// Bytes of one TMA-store staging box: 64 rows of one [`WgmmaConfig::epi_span_bytes`] span.
+    pub fn epi_box_bytes(&self) -> u32 {
+        64 * self.epi_span_bytes()
+    }
+
     /// Bytes of the TMA-store epilogue boxes: two per consumer warpgroup (0 without `tma_store`).
     pub fn epi_bytes(&self) -> u32 {
         if self.tma_store {
-            self.consumers * 2 * EPI_BOX_BYTES
+            self.consumers * 2 * self.epi_box_bytes()
         } else {
             0
         }

@@ -237,7 +237,7 @@ impl WgmmaGemm {
             if bufs.c.ptr() % 16 != 0 {
                 return Err(WgmmaLaunchError::Misaligned { what: "C (TMA-store epilogue)", addr: bufs.c.ptr() });
             }
-            let dc = tma_desc_c(p);
+            let dc = tma_desc_c(p, c);
             Some(encode_tensor_map(&dc, bufs.c.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "C", reason })?)
         } else {
             None

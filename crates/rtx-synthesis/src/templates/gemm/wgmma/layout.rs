@@ -54,7 +54,9 @@ pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
 }
 
 /// The B boxes cluster rank `rank` loads per stage (multicast to the whole cluster when
-/// `cluster_m > 1`; each rank loads `1 / cluster_m` of the tile's columns).
+/// `cluster_m > 1`; each rank loads `1 / cluster_m` of the tile's columns). An MN-major B tile
+/// whose `bn` is not a multiple of 64 (160) loads its last 64-column box whole: the columns
+/// past the tile are never read by a wgmma.
 pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
     let cl = c.cluster_m.max(1);
     if k_major {
@@ -67,7 +69,7 @@ pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
             bytes: part * SWIZZLE_BYTES,
         }]
     } else {
-        let per = c.bn / 64 / cl;
+        let per = c.bn.div_ceil(64) / cl;
         (rank * per..(rank + 1) * per)
             .map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES })
             .collect()
@@ -213,8 +215,10 @@ mod tests {
         assert_eq!(c.bk * esz, 128, "one stage = one 128-byte K span");
         // The full barrier's expected transaction bytes are exactly what lands in the CTA.
         assert_eq!(a_bytes, c.a_stage_bytes(), "{c:?}");
-        assert_eq!(b_bytes, c.b_stage_bytes(), "{c:?}");
-        assert_eq!(a_bytes + b_bytes, c.stage_bytes());
+        // A K-major B of a 160-column tile leaves the last 32 rows of its (whole-box) slot unused.
+        let b_want = if bk { c.bn * 128 } else { c.b_stage_bytes() };
+        assert_eq!(b_bytes, b_want, "{c:?}");
+        assert!(b_bytes <= c.b_stage_bytes());
         for cw in 0..c.consumers {
             let a_base = sa + cw * a_consumer_offset(c);
             for kk in 0..k16_slices() {
@@ -279,6 +283,7 @@ mod tests {
             WgmmaConfig { split_n: true, ..cfg(64, 128, 2, 64, 1) },
             WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 128, 2) },
             WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 64, 1) },
+            cfg(192, 160, 3, 160, 1),
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {
@@ -286,6 +291,11 @@ mod tests {
                     check_layout(la, lb, c);
                 }
             }
+        }
+        // Two consumers splitting 160 columns (m64n80 wgmmas): K-major B only.
+        let sn160 = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 1) };
+        for la in [Layout::Row, Layout::Col] {
+            check_layout(la, Layout::Col, &sn160);
         }
     }
 
@@ -301,6 +311,8 @@ mod tests {
             t(cfg(128, 192, 2, 192, 1)),
             WgmmaConfig { pingpong: true, ..t(cfg(64, 256, 2, 256, 1)) },
             WgmmaConfig { split_n: true, ..t(cfg(64, 256, 2, 128, 1)) },
+            t(cfg(192, 160, 3, 160, 1)),
+            WgmmaConfig { split_n: true, ..t(cfg(192, 160, 2, 80, 1)) },
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {

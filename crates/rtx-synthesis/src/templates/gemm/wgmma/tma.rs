@@ -172,16 +172,22 @@ pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     }
 }
 
-/// Columns of C one TMA-store box spans: one 128-byte swizzle span of the output type.
-pub fn epi_box_cols(p: &GemmProblem) -> u32 {
-    128 / p.epilogue.out_dtype.size_bytes() as u32
+/// Columns of C one TMA-store box spans: one swizzle span ([`WgmmaConfig::epi_span_bytes`]:
+/// 128 bytes, or 64 where a consumer's columns are not a multiple of 64) of the output type.
+pub fn epi_box_cols(p: &GemmProblem, c: &WgmmaConfig) -> u32 {
+    c.epi_span_bytes() / p.epilogue.out_dtype.size_bytes() as u32
 }
 
 /// The map of C for the TMA-store epilogue (`tma_store`): `(N, M, batch)` with the row pitch
-/// `ldc`, boxes of one warp's 16 rows by one 128-byte swizzle span. The copy engine clips the boxes at N and
-/// M, so the padding columns of a padded `ldc` are never written.
-pub fn tma_desc_c(p: &GemmProblem) -> TmaDesc {
-    operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p), EPI_WARP_ROWS])
+/// `ldc`, boxes of one warp's 16 rows by one swizzle span (128-byte swizzle, or 64-byte for a
+/// 64-byte span). The copy engine clips the boxes at N and M, so the padding columns of a
+/// padded `ldc` are never written.
+pub fn tma_desc_c(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
+    let mut d = operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p, c), EPI_WARP_ROWS]);
+    if c.epi_span_bytes() == 64 {
+        d.swizzle = TmaSwizzle::B64;
+    }
+    d
 }
 
 #[cfg(test)]
@@ -262,12 +268,19 @@ mod tests {
     fn c_map_spans_n_by_m_with_one_swizzle_span_boxes() {
         let mut p = GemmProblem::nn(300, 520, 64, DType::Bf16);
         p.ldc = 528;
-        let c = tma_desc_c(&p);
+        let c = tma_desc_c(&p, &cfg());
         assert_eq!((c.dims, c.strides, c.box_dims), ([520, 300, 1], [1056, 1056 * 300], [64, 16, 1]));
+        assert_eq!(c.swizzle, TmaSwizzle::B128);
         c.validate().unwrap();
+        // 160 columns per consumer: 64-byte boxes (32 bf16 columns) with the 64-byte swizzle.
+        let t160 = WgmmaConfig { bm: 192, bn: 160, consumers: 3, wgmma_n: 160, ..cfg() };
+        let n = tma_desc_c(&p, &t160);
+        assert_eq!((n.box_dims, n.swizzle, n.cu_swizzle()), ([32, 16, 1], TmaSwizzle::B64, 2));
+        n.validate().unwrap();
         p.epilogue.out_dtype = DType::F32;
-        let f = tma_desc_c(&p);
+        let f = tma_desc_c(&p, &cfg());
         assert_eq!((f.box_dims, f.strides[0], f.cu_data_type()), ([32, 16, 1], 528 * 4, 7));
         f.validate().unwrap();
+        assert_eq!(tma_desc_c(&p, &t160).box_dims, [16, 16, 1]);
     }
 }
