@@ -53,7 +53,7 @@ const K16_PER_BLOCK: f64 = (BLOCK_K / 16) as f64;
 
 /// Exponent of the soft maximum that joins the tensor-math and data-path times of a k-block:
 /// when both are close, neither hides the other completely (issue slots, shared-memory port and
-/// barrier waits contend). H200, 2026-12-05 (call AB), 4000^2 x 4096 bf16 NN: 192 x 160 with
+/// barrier waits contend). H200, 2026-12-04 (call AB), 4000^2 x 4096 bf16 NN: 192 x 160 with
 /// three consumers (math and shared-memory reads within 1.5% of each other) ran 170.0 us against
 /// 176.9 us for 128 x 256 (8% apart), 0.961x where the hard maximum predicted 0.939x; with this
 /// exponent the model predicts 0.963x.
