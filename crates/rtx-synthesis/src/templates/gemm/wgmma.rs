@@ -375,18 +375,23 @@ impl WgmmaGemm {
         }
     }
 
-    /// The f16/bf16 default (see [`Template::default_config`]): the ladder rung the cost model
-    /// predicts fastest, ties within 0.5% going to more work units, then the larger tile. `None`
-    /// for tf32 or without H200 facts in the hardware database.
+    /// The default (see [`Template::default_config`]): the ladder rung the cost model predicts
+    /// fastest (tf32: of the first two rungs), ties within 0.5% going to more work units, then
+    /// the larger tile. `None` for f32 or without H200 facts in the hardware database.
     fn model_pick(&self, problem: &GemmProblem) -> Option<WgmmaConfig> {
-        if !matches!(problem.dtype, DType::F16 | DType::Bf16) {
-            return None;
-        }
+        // tf32 chooses only between the two large tiles (the ones measured for it: 192 x 160
+        // ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and 438.5 against
+        // 386.5 at 4096^3, call X); the small rungs were never measured with tf32.
+        let rungs = match problem.dtype {
+            DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
+            DType::Tf32 => &DEFAULT_LADDER[..2],
+            DType::F32 => return None,
+        };
         let facts = crate::tuner::DeviceFacts {
             sm_count: self.sm_count.max(1),
             ..crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0))?
         };
-        let scored: Vec<(WgmmaConfig, f64, u64)> = DEFAULT_LADDER
+        let scored: Vec<(WgmmaConfig, f64, u64)> = rungs
             .iter()
             .map(|r| self.rung_config(problem, r))
             .filter_map(|c| {
@@ -642,9 +647,11 @@ impl Template for WgmmaGemm {
     /// guided tuning on the H200 (2026-12-04, bf16 NN, cuBLAS in the same process): 128 x 256
     /// at 4096^3 / 8192^3 / 4096^2 x 1000 (0.96x / 0.99x / 0.90x), 128 x 128 one consumer at
     /// 256 x 8192^2 (1.01x), 64 x 128 at 1024^3 (0.89x), 64 x 64 at 64 x 8192^2 (0.98x) and
-    /// 512^3 (0.98x), and the model picks exactly those rungs at those shapes (a test pins it).
+    /// 512^3 (0.98x), and the model picks exactly those rungs at those shapes (a test pins it);
+    /// the 192 x 160 rung (three consumers) won where it quantizes better: 4000^2 x 4096 (call
+    /// AB, 1.01x in rtx-bench call AC) and 4096 x 768 x 3072 (34.4 vs 35.9 us, call AC).
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
-    /// it. tf32 keeps its measured 128 x 256, 4 x 32-element stages, direct stores.
+    /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
         self.model_pick(problem).unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
     }
@@ -788,7 +795,16 @@ mod tests {
             }
         }
         let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
-        assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (128, 256, 4, false));
+        assert!([(128, 256), (192, 160)].contains(&(tf.bm, tf.bn)) && (tf.stages, tf.tma_store) == (4, false), "{tf:?}");
+        // tf32 chooses between the two large tiles by the same model: 192 x 160 at 4000^2 (call
+        // V: 368.7 vs 396.1 us), 128 x 256 at 4096^3 (call X: 386.5 vs 438.5) and 8192^3.
+        let tf_pick = |m, n, k| {
+            let c = t.default_config(&GemmProblem::nn(m, n, k, DType::Tf32), Arch::Sm90a);
+            (c.bm, c.bn, c.bk, c.tma_store)
+        };
+        assert_eq!(tf_pick(4000, 4000, 4096), (192, 160, 32, false));
+        assert_eq!(tf_pick(4096, 4096, 4096), (128, 256, 32, false));
+        assert_eq!(tf_pick(8192, 8192, 8192), (128, 256, 32, false));
     }
 
     #[test]
