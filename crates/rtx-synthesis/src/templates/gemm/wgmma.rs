@@ -376,15 +376,26 @@ impl WgmmaGemm {
     }
 
     /// The default (see [`Template::default_config`]): the ladder rung the cost model predicts
-    /// fastest (tf32: of the first two rungs), ties within 0.5% going to more work units, then
-    /// the larger tile. `None` for f32 or without H200 facts in the hardware database.
+    /// fastest (tf32: of the first two rungs, where the first fills two waves), ties within 0.5%
+    /// going to more work units, then the larger tile. `None` for f32, for tf32 below two waves,
+    /// or without H200 facts in the hardware database.
     fn model_pick(&self, problem: &GemmProblem) -> Option<WgmmaConfig> {
-        // tf32 chooses only between the two large tiles (the ones measured for it: 192 x 160
-        // ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and 438.5 against
-        // 386.5 at 4096^3, call X); the small rungs were never measured with tf32.
+        // tf32 chooses only between the two large tiles, and only where 128 x 256 fills at
+        // least two waves: there the choice is wave quantization, which the model gets right
+        // (192 x 160 ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and
+        // 438.5 against 386.5 at 4096^3, call X). Below that it mispredicted tf32 (call AD,
+        // 192 x 160 against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs
+        // 321.3 us, where the model said 4% faster), and the small rungs were never measured.
         let rungs = match problem.dtype {
             DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
-            DType::Tf32 => &DEFAULT_LADDER[..2],
+            DType::Tf32 => {
+                let big = self.rung_config(problem, &DEFAULT_LADDER[0]);
+                let units = big.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
+                if units < 2 * u64::from(self.sm_count.max(1)) {
+                    return None;
+                }
+                &DEFAULT_LADDER[..2]
+            }
             DType::F32 => return None,
         };
         let facts = crate::tuner::DeviceFacts {
@@ -795,7 +806,7 @@ mod tests {
             }
         }
         let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
-        assert!([(128, 256), (192, 160)].contains(&(tf.bm, tf.bn)) && (tf.stages, tf.tma_store) == (4, false), "{tf:?}");
+        assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (128, 256, 4, false));
         // tf32 chooses between the two large tiles by the same model: 192 x 160 at 4000^2 (call
         // V: 368.7 vs 396.1 us), 128 x 256 at 4096^3 (call X: 386.5 vs 438.5) and 8192^3.
         let tf_pick = |m, n, k| {
@@ -805,6 +816,11 @@ mod tests {
         assert_eq!(tf_pick(4000, 4000, 4096), (192, 160, 32, false));
         assert_eq!(tf_pick(4096, 4096, 4096), (128, 256, 32, false));
         assert_eq!(tf_pick(8192, 8192, 8192), (128, 256, 32, false));
+        // Fewer than two waves of 128 x 256: the measured first rung (call AD: 192 x 160 was
+        // slower at 512^3 and 256 x 8192^2 where the model said faster).
+        for (m, n, k) in [(512, 512, 512), (1024, 1024, 1024), (256, 8192, 8192), (64, 8192, 8192)] {
+            assert_eq!(tf_pick(m, n, k), (128, 256, 32, false), "{m}x{n}x{k}");
+        }
     }
 
     #[test]
