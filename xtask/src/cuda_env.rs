@@ -40,7 +40,8 @@ pub fn ensure() -> Result<CudaEnv> {
     if complete(&lib, &inc) {
         return Ok(CudaEnv { lib_dir: lib, include_dir: inc });
     }
-    for sys in ["/usr/local/cuda"] {
+    {
+        let sys = "/usr/local/cuda";
         let (sl, si) = (Path::new(sys).join("lib64"), Path::new(sys).join("include"));
         if complete(&sl, &si) {
             eprintln!("xtask: using the system CUDA at {sys}");

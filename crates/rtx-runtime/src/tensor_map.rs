@@ -165,7 +165,7 @@ impl TensorMap2d {
     pub fn validate(&self) -> Result<(), RuntimeError> {
         let bad = |reason: String| Err(RuntimeError::TensorMap { reason });
         let es = self.dtype.size();
-        if self.address == 0 || self.address % 16 != 0 {
+        if self.address == 0 || !self.address.is_multiple_of(16) {
             return bad(format!(
                 "address {:#x} is null or not 16-byte aligned",
                 self.address
@@ -177,7 +177,7 @@ impl TensorMap2d {
             }
         }
         let row_bytes = self.cols * es;
-        if self.row_stride_bytes % 16 != 0 || self.row_stride_bytes >= 1 << 40 {
+        if !self.row_stride_bytes.is_multiple_of(16) || self.row_stride_bytes >= 1 << 40 {
             return bad(format!(
                 "row stride {} bytes must be a multiple of 16 and < 2^40",
                 self.row_stride_bytes
@@ -195,7 +195,7 @@ impl TensorMap2d {
             }
         }
         let inner = self.box_cols as u64 * es;
-        if inner % 16 != 0 {
+        if !inner.is_multiple_of(16) {
             return bad(format!(
                 "inner box extent {inner} bytes ({} x {es}) must be a multiple of 16",
                 self.box_cols

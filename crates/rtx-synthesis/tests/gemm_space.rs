@@ -130,7 +130,7 @@ proptest! {
         // In-place operands: 16-byte pitches and (batched) non-overlapping 16-byte batch strides.
         let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
         let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-        let strides_ok = |inplace: bool, stride: u64, span: u64| !inplace || p.batch <= 1 || stride == 0 || (stride % 4 == 0 && stride >= span);
+        let strides_ok = |inplace: bool, stride: u64, span: u64| !inplace || p.batch <= 1 || stride == 0 || (stride.is_multiple_of(4) && stride >= span);
         let acc = if c.pingpong { c.bm } else { c.bm / c.consumers } / 64 * c.bn / 2;
         let launch_regs = (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248);
         // Problem-independent config rules (tile/consumer/stage shapes) are re-stated in
@@ -178,7 +178,7 @@ proptest! {
         let expect = (c.stages == 2 || arch >= Arch::Sm80)
             && aligned(&p, c.vec as u64, true)
             && simt_smem(&p, &c) <= arch.max_smem_per_block_optin() as u64
-            && (c.bm / c.tm) as u64 % warp_rows == 0
+            && ((c.bm / c.tm) as u64).is_multiple_of(warp_rows)
             && threads * c.min_blocks as u64 <= max_threads_per_sm(arch)
             && regs <= (65536 / (threads * c.min_blocks as u64)).min(255);
         let got = t.check(&p, &c, arch);

@@ -21,7 +21,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     // tf32 M/N-major operands are staged (transposed by the pre-pass): no TMA rule on them.
     let tf32 = p.dtype == DType::Tf32;
     let (staged_a, staged_b) = (tf32 && p.layout_a == Layout::Col, tf32 && p.layout_b == Layout::Row);
-    if (!staged_a && p.lda % align != 0) || (!staged_b && p.ldb % align != 0) || p.batch > 65535 {
+    if (!staged_a && !p.lda.is_multiple_of(align)) || (!staged_b && !p.ldb.is_multiple_of(align)) || p.batch > 65535 {
         return false;
     }
     if p.batch > 1 {
@@ -49,8 +49,8 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let epi_span: u32 = if cols_per_wg % 64 == 0 { 128 } else { 64 };
     let smem = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span + 1024 } else { ring + 1024 };
     let osz = p.epilogue.out_dtype.size_bytes() as u64;
-    let c_ok = (p.ldc as u64 * osz) % 16 == 0
-        && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz) % 16 == 0 && p.stride_c * osz < 1 << 40));
+    let c_ok = (p.ldc as u64 * osz).is_multiple_of(16)
+        && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz).is_multiple_of(16) && p.stride_c * osz < 1 << 40));
     let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
     // setmaxnreg: the producer drops to 40 registers, the consumers share the rest of the
     // launch allocation (multiple of 8, at most 240) and need 64 beside their accumulators.
@@ -70,7 +70,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     (!c.pingpong || (c.consumers == 2 && c.persistent))
         && (c.consumers != 3 || (!c.pingpong && !c.split_n))
         && (!c.split_n || (c.consumers == 2 && !c.pingpong && cols_per_wg % 16 == 0))
-        && (b_k_major || ((n_instr <= 1 || c.wgmma_n % 64 == 0) && (!c.split_n || cols_per_wg % 64 == 0)))
+        && (b_k_major || ((n_instr <= 1 || c.wgmma_n.is_multiple_of(64)) && (!c.split_n || cols_per_wg % 64 == 0)))
         && (!c.tma_store || cols_per_wg % epi_cols == 0)
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
@@ -78,9 +78,9 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && units * (c.cluster_m as u64) < i32::MAX as u64
         && (1..=3).contains(&c.consumers)
         && [64, 128, 192, 256].contains(&c.bm)
-        && c.bm % (64 * per_tile) == 0
+        && c.bm.is_multiple_of(64 * per_tile)
         && [64, 128, 160, 192, 256].contains(&c.bn)
-        && c.wgmma_n % 16 == 0
+        && c.wgmma_n.is_multiple_of(16)
         && (16..=256).contains(&c.wgmma_n)
         && cols_per_wg % c.wgmma_n == 0
         && acc <= 128
@@ -88,7 +88,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (2..=12).contains(&c.stages)
         && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
-        && (c.cluster_m == 1 || c.bn % 128 == 0)
+        && (c.cluster_m == 1 || c.bn.is_multiple_of(128))
         && (1..=64).contains(&c.raster_group)
         && smem <= 227 * 1024
 }
@@ -199,7 +199,7 @@ proptest! {
         match t.emit(&p, &c, arch) {
             Ok(src) => {
                 prop_assert!(checked);
-                prop_assert!(src.code.contains(&format!("void __launch_bounds__(THREADS, 1)")));
+                prop_assert!(src.code.contains(&"void __launch_bounds__(THREADS, 1)".to_string()));
                 prop_assert!(src.code.contains(&src.entry));
                 let d = t.launch(&p, &c);
                 prop_assert_eq!(d.grid[0] % c.cluster_m, 0);

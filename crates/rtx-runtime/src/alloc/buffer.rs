@@ -98,7 +98,7 @@ impl DeviceBuffer {
     /// multiple of `size_of::<T>()`.
     pub fn download<T: bytemuck::Pod>(&self, stream: &Stream) -> Result<Vec<T>, RuntimeError> {
         let size = std::mem::size_of::<T>();
-        if size == 0 || self.len() % size != 0 {
+        if size == 0 || !self.len().is_multiple_of(size) {
             return Err(RuntimeError::InvalidArgument {
                 op: "DeviceBuffer::download",
                 reason: format!(

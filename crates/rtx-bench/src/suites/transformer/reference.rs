@@ -57,7 +57,7 @@ impl EncoderShape {
         if self.batch == 0 || self.seq == 0 || self.d_model == 0 || self.heads == 0 || self.ffn == 0 {
             return Err(format!("encoder shape {}: every dimension must be at least 1", self.describe()));
         }
-        if self.d_model % self.heads != 0 {
+        if !self.d_model.is_multiple_of(self.heads) {
             return Err(format!("encoder shape {}: d_model must be a multiple of heads", self.describe()));
         }
         Ok(())

@@ -81,7 +81,7 @@ pub(crate) fn violation(
 
 /// Fails unless `block` is a whole number of warps within 32..=1024.
 pub(crate) fn check_block(kernel: &dyn MicroKernel, block: u32) -> Result<(), ConstraintViolation> {
-    if block == 0 || block % 32 != 0 || block > 1024 {
+    if block == 0 || !block.is_multiple_of(32) || block > 1024 {
         return Err(violation(
             kernel,
             format!("block of {block} threads is not a multiple of 32 in 32..=1024"),

@@ -109,7 +109,7 @@ impl MicroKernel for WgmmaKernel {
                 format!("dtype {} has no f32-accumulate wgmma", self.dtype.name()),
             ));
         }
-        if self.n == 0 || self.n % 8 != 0 || self.n > 256 {
+        if self.n == 0 || !self.n.is_multiple_of(8) || self.n > 256 {
             return Err(violation(
                 self,
                 format!("n {} is not a multiple of 8 in 8..=256", self.n),

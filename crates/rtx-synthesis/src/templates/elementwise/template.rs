@@ -442,7 +442,7 @@ impl Template for ElementwiseTemplate {
                 ),
             ));
         }
-        if config.threads < 32 || config.threads > 1024 || config.threads % 32 != 0 {
+        if config.threads < 32 || config.threads > 1024 || !config.threads.is_multiple_of(32) {
             return Err(self.violation(
                 config,
                 format!(

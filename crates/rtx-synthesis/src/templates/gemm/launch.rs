@@ -98,7 +98,7 @@ fn need(operand: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), Gem
     if (buf.len() as u64) < bytes {
         return Err(GemmLaunchError::BufferTooSmall { operand, needed: bytes, got: buf.len() as u64 });
     }
-    if buf.ptr() % GEMM_BASE_ALIGN != 0 {
+    if !buf.ptr().is_multiple_of(GEMM_BASE_ALIGN) {
         return Err(GemmLaunchError::Misaligned { operand, ptr: buf.ptr() });
     }
     Ok(())

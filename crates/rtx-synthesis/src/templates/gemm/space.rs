@@ -148,7 +148,7 @@ impl SimtGeometry {
     /// Derives the geometry; `None` when the config is structurally impossible
     /// (zero or non-dividing sizes), which `check` reports in words.
     pub fn new(p: &GemmProblem, c: &SimtConfig) -> Option<Self> {
-        if [c.bm, c.bn, c.bk, c.tm, c.tn, c.vec].contains(&0) || c.bm % c.tm != 0 || c.bn % c.tn != 0 {
+        if [c.bm, c.bn, c.bk, c.tm, c.tn, c.vec].contains(&0) || !c.bm.is_multiple_of(c.tm) || !c.bn.is_multiple_of(c.tn) {
             return None;
         }
         let threads_m = c.bm / c.tm;
@@ -206,7 +206,7 @@ impl MmaGeometry {
     /// Derives the geometry; `None` for a dtype without tensor-core support or zero/non-dividing sizes.
     pub fn new(p: &GemmProblem, c: &MmaConfig) -> Option<Self> {
         let (elem, chunk, kmma) = mma_dtype_shape(p.dtype)?;
-        if [c.bm, c.bn, c.bk, c.warps_m, c.warps_n].contains(&0) || c.bm % c.warps_m != 0 || c.bn % c.warps_n != 0 {
+        if [c.bm, c.bn, c.bk, c.warps_m, c.warps_n].contains(&0) || !c.bm.is_multiple_of(c.warps_m) || !c.bn.is_multiple_of(c.warps_n) {
             return None;
         }
         let threads = c.warps_m.checked_mul(c.warps_n)?.checked_mul(32)?;
@@ -292,7 +292,7 @@ fn misaligned(p: &GemmProblem, v: u32, with_c: bool) -> Option<String> {
 }
 
 fn check_budgets(threads: u32, smem: u64, regs: u64, arch: Arch) -> Result<(), String> {
-    if threads == 0 || threads % 32 != 0 || threads > 1024 {
+    if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
         return Err(format!("{threads} threads per block (need a multiple of 32 in 32..=1024)"));
     }
     let limit = arch.max_smem_per_block_optin() as u64;
@@ -314,10 +314,10 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
     if !matches!(p.dtype, DType::F32 | DType::Tf32) {
         return Err(format!("dtype {} (the SIMT template computes f32 inputs only)", p.dtype));
     }
-    if c.tm % 4 != 0 || c.tn % 4 != 0 || c.tm == 0 || c.tn == 0 {
+    if !c.tm.is_multiple_of(4) || !c.tn.is_multiple_of(4) || c.tm == 0 || c.tn == 0 {
         return Err(format!("thread tile {}x{} (both must be positive multiples of 4)", c.tm, c.tn));
     }
-    if c.bm == 0 || c.bn == 0 || c.bm % c.tm != 0 || c.bn % c.tn != 0 {
+    if c.bm == 0 || c.bn == 0 || !c.bm.is_multiple_of(c.tm) || !c.bn.is_multiple_of(c.tn) {
         return Err(format!("block tile {}x{} is not a multiple of the thread tile {}x{}", c.bm, c.bn, c.tm, c.tn));
     }
     if c.tm * c.tn > 128 {
@@ -326,7 +326,7 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
     if !matches!(c.vec, 1 | 2 | 4) {
         return Err(format!("vec={} (must be 1, 2 or 4)", c.vec));
     }
-    if c.bk == 0 || c.bk % c.vec != 0 || c.bk > 64 {
+    if c.bk == 0 || !c.bk.is_multiple_of(c.vec) || c.bk > 64 {
         return Err(format!("bk={} (must be a multiple of vec={} and at most 64)", c.bk, c.vec));
     }
     if c.group_m == 0 {
@@ -391,13 +391,13 @@ pub fn check_mma(p: &GemmProblem, c: &MmaConfig, arch: Arch) -> Result<MmaGeomet
     if c.warps_m == 0 || c.warps_n == 0 || c.bm == 0 || c.bn == 0 {
         return Err("zero tile or warp count".into());
     }
-    if c.bm % (c.warps_m * 16) != 0 {
+    if !c.bm.is_multiple_of(c.warps_m * 16) {
         return Err(format!("bm={} is not a multiple of warps_m*16={}", c.bm, c.warps_m * 16));
     }
-    if c.bn % (c.warps_n * 16) != 0 {
+    if !c.bn.is_multiple_of(c.warps_n * 16) {
         return Err(format!("bn={} is not a multiple of warps_n*16={}", c.bn, c.warps_n * 16));
     }
-    if c.bk == 0 || c.bk % kmma != 0 || c.bk > 128 {
+    if c.bk == 0 || !c.bk.is_multiple_of(kmma) || c.bk > 128 {
         return Err(format!("bk={} (must be a positive multiple of {kmma} for {}, at most 128)", c.bk, p.dtype));
     }
     if !c.bm.is_power_of_two() || !c.bn.is_power_of_two() || !c.bk.is_power_of_two() {

@@ -223,7 +223,7 @@ impl WgmmaGemm {
     /// epilogue stores whole boxes of one swizzle span ([`WgmmaConfig::epi_span_bytes`]) of a
     /// consumer's columns.
     pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
-        if !tma::b_is_k_major(p) && ((c.n_iters() > 1 && c.wgmma_n % 64 != 0) || (c.split_n && c.cols_per_consumer() % 64 != 0)) {
+        if !tma::b_is_k_major(p) && ((c.n_iters() > 1 && !c.wgmma_n.is_multiple_of(64)) || (c.split_n && !c.cols_per_consumer().is_multiple_of(64))) {
             return Err(format!(
                 "bn={} (wgmma_n={}, {} columns per consumer): an MN-major B (layout {:?}) is loaded in 64-column swizzle boxes, so every wgmma and every consumer must start on a multiple of 64 columns",
                 c.bn,
@@ -233,7 +233,7 @@ impl WgmmaGemm {
             ));
         }
         let cols = tma::epi_box_cols(p, c);
-        if c.tma_store && c.cols_per_consumer() % cols != 0 {
+        if c.tma_store && !c.cols_per_consumer().is_multiple_of(cols) {
             return Err(format!(
                 "tma_store: a consumer's {} columns must be whole {cols}-column boxes of {} output",
                 c.cols_per_consumer(),
@@ -282,7 +282,7 @@ impl WgmmaGemm {
             ));
         }
         let row_split = if c.split_n { 1 } else { c.consumers_per_unit() };
-        if ![64, 128, 192, 256].contains(&c.bm) || c.bm % (64 * row_split) != 0 {
+        if ![64, 128, 192, 256].contains(&c.bm) || !c.bm.is_multiple_of(64 * row_split) {
             return Err(format!(
                 "bm={} must be 64, 128, 192 or 256 and a multiple of 64 x the consumers splitting its rows ({row_split})",
                 c.bm
@@ -291,10 +291,10 @@ impl WgmmaGemm {
         if ![64, 128, 160, 192, 256].contains(&c.bn) {
             return Err(format!("bn={} must be 64, 128, 160, 192 or 256", c.bn));
         }
-        if c.split_n && c.cols_per_consumer() % 16 != 0 {
+        if c.split_n && !c.cols_per_consumer().is_multiple_of(16) {
             return Err(format!("split_n: each consumer's bn/2={} columns must be a multiple of 16", c.cols_per_consumer()));
         }
-        if c.wgmma_n % 16 != 0 || !(16..=256).contains(&c.wgmma_n) || c.cols_per_consumer() % c.wgmma_n != 0 {
+        if !c.wgmma_n.is_multiple_of(16) || !(16..=256).contains(&c.wgmma_n) || !c.cols_per_consumer().is_multiple_of(c.wgmma_n) {
             return Err(format!(
                 "wgmma_n={} must be a multiple of 16 in 16..=256 that divides a consumer's {} columns",
                 c.wgmma_n,
@@ -315,7 +315,7 @@ impl WgmmaGemm {
         if !(1..=2).contains(&c.cluster_m) {
             return Err(format!("cluster_m={} must be 1 or 2", c.cluster_m));
         }
-        if c.cluster_m == 2 && c.bn % 128 != 0 {
+        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) {
             return Err(format!("cluster_m=2 splits the B tile in 64-column halves: bn={} must be a multiple of 128", c.bn));
         }
         if !(1..=16).contains(&c.split_k) {
@@ -425,14 +425,14 @@ impl WgmmaGemm {
     /// batch stride below 2^40 bytes (the C pointer's 16-byte alignment is checked at launch).
     pub fn check_tma_store(p: &GemmProblem) -> Result<(), String> {
         let osz = p.epilogue.out_dtype.size_bytes() as u64;
-        if (p.ldc as u64 * osz) % 16 != 0 {
+        if !(p.ldc as u64 * osz).is_multiple_of(16) {
             return Err(format!(
                 "tma_store: ldc={} gives a {}-byte row pitch of C; the TMA store needs a multiple of 16",
                 p.ldc,
                 p.ldc as u64 * osz
             ));
         }
-        if p.batch > 1 && p.stride_c != 0 && ((p.stride_c * osz) % 16 != 0 || p.stride_c * osz >= 1 << 40) {
+        if p.batch > 1 && p.stride_c != 0 && (!(p.stride_c * osz).is_multiple_of(16) || p.stride_c * osz >= 1 << 40) {
             return Err(format!(
                 "tma_store: stride_c={} ({} bytes) must be a multiple of 16 bytes below 2^40 for the TMA store",
                 p.stride_c,
@@ -462,7 +462,7 @@ impl WgmmaGemm {
         let st = staging(p);
         let esz = p.dtype.size_bytes() as u64;
         for (name, ld, staged) in [("lda", p.lda, st.a), ("ldb", p.ldb, st.b)] {
-            if !staged && (ld as u64 * esz) % 16 != 0 {
+            if !staged && !(ld as u64 * esz).is_multiple_of(16) {
                 return Err(format!("{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16", ld as u64 * esz));
             }
         }
@@ -478,7 +478,7 @@ impl WgmmaGemm {
                 if stride == 0 || staged {
                     continue;
                 }
-                if (stride * esz) % 16 != 0 {
+                if !(stride * esz).is_multiple_of(16) {
                     return Err(format!("{name}={stride}: TMA needs the batch stride ({} bytes) to be a multiple of 16", stride * esz));
                 }
                 if stride < span {
@@ -831,7 +831,7 @@ mod tests {
         t.check(&p, &c, Arch::Sm90a).unwrap();
         let sk = WgmmaConfig { split_k: 2, cluster_m: 1, ..c.clone() };
         assert!(t.check(&p, &sk, Arch::Sm90a).unwrap_err().reason.contains("split_k=2"));
-        let mut odd = p.clone();
+        let mut odd = p;
         odd.ldc = 524; // 1048 bytes
         assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("ldc=524"));
         odd.ldc = 528;

@@ -564,11 +564,11 @@ impl Template for RowReduceTemplate {
             ));
         }
         let tpr = config.threads_per_row;
-        if !(TPR_CHOICES.contains(&tpr) || (tpr % 32 == 0 && (64..=1024).contains(&tpr))) {
+        if !(TPR_CHOICES.contains(&tpr) || (tpr.is_multiple_of(32) && (64..=1024).contains(&tpr))) {
             return Err(self.violation(config, format!("threads_per_row = {tpr} must be 1..=32 (a power of two) or a multiple of 32 up to 1024")));
         }
         let block = config.block_threads();
-        if config.rows_per_block == 0 || block % 32 != 0 || block > 1024 {
+        if config.rows_per_block == 0 || !block.is_multiple_of(32) || block > 1024 {
             return Err(self.violation(config, format!("block = threads_per_row x rows_per_block = {block} must be a multiple of 32 up to 1024")));
         }
         match config.strategy {

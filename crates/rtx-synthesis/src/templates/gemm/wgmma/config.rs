@@ -169,7 +169,7 @@ impl WgmmaConfig {
     /// columns are a multiple of 64, else a 64-byte span (160 columns of a 2-byte output = five
     /// 32-column boxes; `WgmmaGemm::check_config_for` refuses columns that are not whole boxes).
     pub fn epi_span_bytes(&self) -> u32 {
-        if self.cols_per_consumer() % 64 == 0 {
+        if self.cols_per_consumer().is_multiple_of(64) {
             SWIZZLE_BYTES
         } else {
             SWIZZLE_BYTES / 2

@@ -112,7 +112,7 @@ fn cu_swizzle(s: TmaSwizzle) -> sys::CUtensorMapSwizzle {
 /// Needs a loaded driver (an open `rtx_runtime::Device`).
 pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP_BYTES], String> {
     desc.validate().map_err(|e| e.to_string())?;
-    if address == 0 || address % 16 != 0 {
+    if address == 0 || !address.is_multiple_of(16) {
         return Err(format!("address {address:#x} is null or not 16-byte aligned"));
     }
     if !rtx_runtime::driver_available() {
@@ -234,7 +234,7 @@ impl WgmmaGemm {
         let tm_a = encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
         let tm_b = encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
         let tm_c = if c.tma_store {
-            if bufs.c.ptr() % 16 != 0 {
+            if !bufs.c.ptr().is_multiple_of(16) {
                 return Err(WgmmaLaunchError::Misaligned { what: "C (TMA-store epilogue)", addr: bufs.c.ptr() });
             }
             let dc = tma_desc_c(p, c);

@@ -198,7 +198,7 @@ mod tests {
         let mn = descriptor(0, false);
         assert_eq!((mn >> 16) & 0x3FFF, 512, "MN-major LBO = 8192 bytes");
         // Largest shared address on sm_90 still fits the 14-bit field.
-        assert!((227 * 1024u64 >> 4) < 1 << 14);
+        assert!(((227 * 1024u64) >> 4) < 1 << 14);
     }
 
     #[test]

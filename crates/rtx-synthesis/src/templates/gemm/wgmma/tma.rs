@@ -82,7 +82,7 @@ impl TmaDesc {
             }
         }
         let inner = self.box_dims[0] as u64 * self.dtype.size_bytes() as u64;
-        if inner % 16 != 0 {
+        if !inner.is_multiple_of(16) {
             return e(format!("inner box extent {inner} bytes is not a multiple of 16"));
         }
         let span = self.swizzle.span_bytes();
