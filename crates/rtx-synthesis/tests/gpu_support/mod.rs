@@ -1,9 +1,10 @@
 //! Helpers shared by the GPU integration tests: device 0 or a printed `SKIP <test>: <reason>`
 //! on stderr (a panic instead when `RTX_REQUIRE_NVRTC` is set and NVRTC does not load), and the
-//! host copy of a tensor that the elementwise and row-reduce tests upload.
+//! host copy of a tensor that the elementwise and row-reduce tests upload, with the guard-byte
+//! buffers they check outputs in.
 
 use half::{bf16, f16};
-use rtx_runtime::{Device, Stream};
+use rtx_runtime::{Device, DeviceBuffer, Stream};
 use rtx_synthesis::aot::Toolchain;
 use rtx_synthesis::DType;
 
@@ -82,4 +83,66 @@ pub fn encode(dtype: DType, x: &[f32]) -> HostTensor {
         }
     }
     HostTensor { bytes, vals }
+}
+
+/// Guard bytes after every tensor (and before it when offset) that must stay untouched.
+#[allow(dead_code)]
+pub const GUARD: usize = 64;
+
+/// The values of `bytes` stored as `dtype` (little-endian), as f64.
+#[allow(dead_code)]
+pub fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    match dtype {
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        DType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
+            .collect(),
+        DType::F32 | DType::Tf32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+            .collect(),
+    }
+}
+
+/// A buffer holding `t` at byte `offset` (zeros before, guard zeros after).
+#[allow(dead_code)]
+pub fn upload_at(dev: &Device, s: &Stream, t: &HostTensor, offset: usize) -> DeviceBuffer {
+    let mut host = vec![0u8; offset];
+    host.extend_from_slice(&t.bytes);
+    host.extend(std::iter::repeat_n(0u8, GUARD));
+    let mut b = dev.alloc(host.len(), s).expect("alloc input");
+    b.upload(&host, s).expect("upload");
+    b
+}
+
+/// An output buffer of `bytes` at byte `offset`, every byte 0xFF.
+#[allow(dead_code)]
+pub fn poisoned(dev: &Device, s: &Stream, bytes: usize, offset: usize) -> DeviceBuffer {
+    let mut b = dev.alloc(offset + bytes + GUARD, s).expect("alloc output");
+    b.fill_u8(0xFF, s).expect("poison");
+    b
+}
+
+/// Checks the guard bytes around a tensor of `n` elements at byte `offset`, decodes it.
+#[allow(dead_code)]
+pub fn unguard(all: &[u8], dtype: DType, offset: usize, n: usize) -> Result<Vec<f64>, String> {
+    let end = offset + n * dtype.size_bytes();
+    if all.len() < end {
+        return Err(format!(
+            "output holds {} bytes, expected at least {end}",
+            all.len()
+        ));
+    }
+    if let Some(i) = all[..offset]
+        .iter()
+        .chain(&all[end..])
+        .position(|&x| x != 0xFF)
+    {
+        return Err(format!("guard byte {i} outside the tensor was overwritten"));
+    }
+    Ok(decode(dtype, &all[offset..end]))
 }
