@@ -21,6 +21,7 @@ use rand::{Rng, SeedableRng};
 use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, Stream};
 use rtx_synthesis::aot::{self, Toolchain};
 use rtx_synthesis::templates::gemm::reference::{activate, gemm_f64, rel_error, GemmRefInputs};
+use rtx_synthesis::synth::inputs::decode_output;
 use rtx_synthesis::templates::gemm::wgmma::{WgmmaBuffers, WgmmaConfig, WgmmaGemm};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
@@ -76,12 +77,9 @@ fn upload(dev: &Device, s: &Stream, h: &HostData) -> DeviceBuffer {
     b
 }
 
+/// The first `n` elements of `buf` as f64.
 fn download(buf: &DeviceBuffer, s: &Stream, dtype: DType, n: usize) -> Vec<f64> {
-    match dtype {
-        DType::Bf16 => buf.download::<u16>(s).unwrap()[..n].iter().map(|&b| bf16::from_bits(b).to_f64()).collect(),
-        DType::F16 => buf.download::<u16>(s).unwrap()[..n].iter().map(|&b| f16::from_bits(b).to_f64()).collect(),
-        DType::F32 | DType::Tf32 => buf.download::<f32>(s).unwrap()[..n].iter().map(|&x| x as f64).collect(),
-    }
+    decode_output(&buf.download::<u8>(s).unwrap()[..n * dtype.size_bytes()], dtype)
 }
 
 /// Waits for `stream` with a deadline, so a deadlocked kernel fails the test instead of hanging it.

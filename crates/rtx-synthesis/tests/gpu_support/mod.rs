@@ -6,6 +6,7 @@
 use half::{bf16, f16};
 use rtx_runtime::{Device, DeviceBuffer, Stream};
 use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::synth::inputs::decode_output;
 use rtx_synthesis::DType;
 
 /// Device 0, or `None` after printing `SKIP {test}: <reason>` (stderr) when there is no CUDA
@@ -89,25 +90,6 @@ pub fn encode(dtype: DType, x: &[f32]) -> HostTensor {
 #[allow(dead_code)]
 pub const GUARD: usize = 64;
 
-/// The values of `bytes` stored as `dtype` (little-endian), as f64.
-#[allow(dead_code)]
-pub fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
-    match dtype {
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        DType::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|c| bf16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f64())
-            .collect(),
-        DType::F32 | DType::Tf32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
-            .collect(),
-    }
-}
-
 /// A buffer holding `t` at byte `offset` (zeros before, guard zeros after).
 #[allow(dead_code)]
 pub fn upload_at(dev: &Device, s: &Stream, t: &HostTensor, offset: usize) -> DeviceBuffer {
@@ -144,5 +126,5 @@ pub fn unguard(all: &[u8], dtype: DType, offset: usize, n: usize) -> Result<Vec<
     {
         return Err(format!("guard byte {i} outside the tensor was overwritten"));
     }
-    Ok(decode(dtype, &all[offset..end]))
+    Ok(decode_output(&all[offset..end], dtype))
 }

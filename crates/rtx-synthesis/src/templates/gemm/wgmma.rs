@@ -386,12 +386,11 @@ impl WgmmaGemm {
         // 438.5 against 386.5 at 4096^3, call X). Below that it mispredicted tf32 (call AD,
         // 192 x 160 against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs
         // 321.3 us, where the model said 4% faster), and the small rungs were never measured.
+        let units = |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
         let rungs = match problem.dtype {
             DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
             DType::Tf32 => {
-                let big = self.rung_config(problem, &DEFAULT_LADDER[0]);
-                let units = big.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
-                if units < 2 * u64::from(self.sm_count.max(1)) {
+                if units(&self.rung_config(problem, &DEFAULT_LADDER[0])) < 2 * u64::from(self.sm_count.max(1)) {
                     return None;
                 }
                 &DEFAULT_LADDER[..2]
@@ -407,8 +406,8 @@ impl WgmmaGemm {
             .map(|r| self.rung_config(problem, r))
             .filter_map(|c| {
                 let us = cost::estimate_us(problem, &c, &facts)?;
-                let units = c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
-                Some((c, us, units))
+                let n = units(&c);
+                Some((c, us, n))
             })
             .collect();
         let best = scored.iter().map(|s| s.1).min_by(f64::total_cmp)?;

@@ -192,6 +192,7 @@ fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: 
 /// The 32-bit-output body of one epilogue box: each lane's accumulator pairs, one
 /// `st.shared.v2.f32` each, at the swizzled chunk (see [`epi_row_xor`]).
 fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32, osz: u32) {
+    let span = c.epi_span_bytes();
     for ni in 0..c.n_iters() {
         for j in 0..c.wgmma_n / 8 {
             let c8 = ni * c.wgmma_n + j * 8;
@@ -203,7 +204,6 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
                 w.line(format!("const int r = r_lo + {};", h * 8));
                 let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
                 emit_epi_value(w, p, "v", &format!("trow + {} + r", mi * 64), &format!("tcol + {c8} + cpair"), &a0, &a1);
-                let span = c.epi_span_bytes();
                 w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
                 w.line(format!("st_box(box + (unsigned)r * {span}u + ((((byte >> 4) ^ {})) << 4) + (byte & 15u), v);", epi_row_xor(span, "r")));
                 w.close("");

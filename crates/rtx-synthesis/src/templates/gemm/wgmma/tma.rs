@@ -33,6 +33,11 @@ impl TmaSwizzle {
             TmaSwizzle::B128 => 128,
         }
     }
+
+    /// The swizzle whose span is `bytes` (32, 64 or 128), if any.
+    pub fn spanning(bytes: u32) -> Option<TmaSwizzle> {
+        [TmaSwizzle::B32, TmaSwizzle::B64, TmaSwizzle::B128].into_iter().find(|s| s.span_bytes() == u64::from(bytes))
+    }
 }
 
 /// A tiled TMA tensor map without its base address. Dimension 0 is the contiguous one.
@@ -183,11 +188,8 @@ pub fn epi_box_cols(p: &GemmProblem, c: &WgmmaConfig) -> u32 {
 /// 64-byte span). The copy engine clips the boxes at N and M, so the padding columns of a
 /// padded `ldc` are never written.
 pub fn tma_desc_c(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    let mut d = operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p, c), EPI_WARP_ROWS]);
-    if c.epi_span_bytes() == 64 {
-        d.swizzle = TmaSwizzle::B64;
-    }
-    d
+    let swizzle = TmaSwizzle::spanning(c.epi_span_bytes()).expect("TMA-store spans are 64 or 128 bytes");
+    TmaDesc { swizzle, ..operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p, c), EPI_WARP_ROWS]) }
 }
 
 #[cfg(test)]
