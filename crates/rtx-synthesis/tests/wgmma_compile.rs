@@ -296,7 +296,8 @@ fn ptx_contains_the_hopper_instructions() {
         };
         let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
         let count = |s: &str| ptx.matches(s).count();
-        let per_kblock = 4 * c.m_iters() * c.n_iters();
+        // With the deferred TMA-store epilogue a unit's first k-block is peeled off the loop.
+        let per_kblock = 4 * c.m_iters() * c.n_iters() * if c.tma_store { 2 } else { 1 };
         assert_eq!(
             count(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", c.wgmma_n)) as u32,
             per_kblock,
@@ -311,8 +312,11 @@ fn ptx_contains_the_hopper_instructions() {
         if c.tma_store {
             // 16-bit outputs leave through stmatrix.x4: one per 16 columns x 16 rows of a warp,
             // i.e. bn / 16 per m64 block per consumer; then one bulk tensor store per 64 x 64 box.
-            assert_eq!(count("stmatrix.sync.aligned.m8n8.x4.shared.b16") as u32, c.m_iters() * c.bn / 16, "stmatrix per m64 x 16 columns");
-            assert_eq!(count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") as u32, c.m_iters() * c.bn / 64, "one store per box");
+            // The stores are deferred: they appear twice, in a unit's first k-block (the previous
+            // unit's outputs) and after the unit loop (the last unit's).
+            assert!(src.code.contains("deferred: a unit's packed outputs wait in pk_*"), "deferred epilogue");
+            assert_eq!(count("stmatrix.sync.aligned.m8n8.x4.shared.b16") as u32, 2 * c.m_iters() * c.bn / 16, "stmatrix per m64 x 16 columns");
+            assert_eq!(count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") as u32, 2 * c.m_iters() * c.bn / 64, "one store per box");
         }
         if c.cluster_m == 2 {
             assert!(count(".multicast::cluster") >= 1);

@@ -141,11 +141,7 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     w.line("const int r_lo = warp * 16 + (lane >> 2);");
     w.line("const int cpair = (lane & 3) * 2;");
     if osz == 2 {
-        w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
-        w.line("const int st_r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);");
-        w.line(format!("const unsigned st_row = (unsigned)st_r * {span}u;"));
-        w.line(format!("const unsigned st_x = {};", epi_row_xor(span, "st_r")));
-        w.line("const unsigned st_j = (unsigned)(lane >> 4);");
+        emit_stmatrix_lane_consts(w, span);
     }
     for mi in 0..c.m_iters() {
         for cb in 0..chunks {
@@ -239,6 +235,83 @@ fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
                 (c8 % cols) / 8,
                 packed.join(", ")
             ));
+            w.close("");
+        }
+    }
+}
+
+/// Whether the consumer defers a unit's output stores into the next unit's first k-block: with a
+/// TMA-store epilogue and a 16-bit output (row-split or column-split consumers, not ping-pong), the
+/// epilogue math runs as soon as the unit's accumulators are final and leaves the outputs packed
+/// (two per register, half the accumulators' registers); the next unit's first wgmmas then start
+/// at once and the `stmatrix` writes and bulk stores of the packed outputs run while they execute,
+/// so the tensor pipe no longer idles for the stores between tiles. The last unit stores after the
+/// loop.
+pub(crate) fn defers_epilogue(p: &GemmProblem, c: &WgmmaConfig) -> bool {
+    c.tma_store && !c.pingpong && c.split_k == 1 && p.epilogue.out_dtype.size_bytes() == 2
+}
+
+fn packed_name(mi: u32, ni: u32) -> String {
+    format!("pk_{mi}_{ni}")
+}
+
+/// Deferred epilogue, math half: the epilogue of every accumulator pair of the unit at
+/// (`trow`, `tcol`), packed into `pk_*[2 j + h]` (8-column step `j`, row half `h`), the order in
+/// which [`emit_packed_stores`] hands four of them to one `stmatrix.x4`.
+fn emit_pack_outputs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            for j in 0..c.wgmma_n / 8 {
+                for h in 0..2u32 {
+                    w.open("");
+                    let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
+                    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + j * 8));
+                    emit_epi_value(w, p, "v", &row, &col, &a0, &a1);
+                    w.line(format!("{}[{}] = pack_out2(v);", packed_name(mi, ni), 2 * j + h));
+                    w.close("");
+                }
+            }
+        }
+    }
+}
+
+/// Deferred epilogue, store half: the packed outputs of the unit at (`erow`, `ecol`) go out box by
+/// box as in [`emit_tma_store_epilogue`] (same staging buffers, waits and per-warp stores).
+fn emit_packed_stores(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    let span = c.epi_span_bytes();
+    let cols = epi_box_cols(p, c);
+    for mi in 0..c.m_iters() {
+        for cb in 0..c.cols_per_consumer() / cols {
+            w.open(format!("/* rows {}.., columns {}.. */", mi * 64, cb * cols));
+            w.line("const unsigned box = ebox + (ebuf & 1u) * EPI_BOX_BYTES;");
+            w.line("if (lane == 0) bulk_wait_read<1>();");
+            w.line("__syncwarp();");
+            for ni in 0..c.n_iters() {
+                for j in (0..c.wgmma_n / 8).step_by(2) {
+                    let c8 = ni * c.wgmma_n + j * 8;
+                    if c8 / cols != cb {
+                        continue;
+                    }
+                    let pk = packed_name(mi, ni);
+                    w.line(format!(
+                        "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {pk}[{}], {pk}[{}], {pk}[{}], {pk}[{}]);",
+                        (c8 % cols) / 8,
+                        2 * j,
+                        2 * j + 1,
+                        2 * j + 2,
+                        2 * j + 3
+                    ));
+                }
+            }
+            w.line("fence_proxy_async_smem();");
+            w.line("__syncwarp();");
+            w.line(format!(
+                "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, ecol + {}, erow + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
+                EPI_WARP_ROWS * span,
+                cb * cols,
+                mi * 64
+            ));
+            w.line("++ebuf;");
             w.close("");
         }
     }
@@ -478,9 +551,46 @@ fn acc_name(mi: u32, ni: u32) -> String {
     format!("acc_{mi}_{ni}")
 }
 
+/// One k-block of a consumer: wait until stage `s` is full, then its wgmmas over the four k16
+/// slices (the first slice scales the old accumulators by `first_scale`: 0 starts a tile) and
+/// the commit of the group.
+fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, first_scale: &str) {
+    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    w.line("mbar_wait(bar_full + 8 * s, ph);");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
+    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
+    w.line("wgmma_fence();");
+    for kk in 0..k16_slices() {
+        w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
+        // The first slice of a tile overwrites the accumulators (scale-d = 0).
+        w.line(if kk == 0 { format!("const int sc = {first_scale};") } else { "const int sc = 1;".to_string() });
+        for mi in 0..c.m_iters() {
+            w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
+        }
+        for ni in 0..c.n_iters() {
+            w.line(format!("const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);", b_desc_offset(c, bk, ni, kk)));
+        }
+        for mi in 0..c.m_iters() {
+            for ni in 0..c.n_iters() {
+                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n, p.dtype), acc_name(mi, ni)));
+            }
+        }
+        w.close("");
+    }
+    w.line("wgmma_commit();");
+}
+
+/// The `stmatrix` lane constants of a 16-bit TMA-store epilogue with rows of `span` bytes.
+fn emit_stmatrix_lane_consts(w: &mut CudaWriter, span: u32) {
+    w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
+    w.line("const int st_r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);");
+    w.line(format!("const unsigned st_row = (unsigned)st_r * {span}u;"));
+    w.line(format!("const unsigned st_x = {};", epi_row_xor(span, "st_r")));
+    w.line("const unsigned st_j = (unsigned)(lane >> 4);");
+}
+
 /// Consumer body: wgmma over the ring, release stages, fused epilogue.
 fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
-    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
     let regs = c.wgmma_n / 2;
     w.line(format!("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");", c.consumer_regs()));
     w.line("const int cw = wg - 1;");
@@ -509,6 +619,21 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.line("unsigned ebuf = 0;");
         w.line("const int bC = stride_c != 0 ? batch : 0;");
     }
+    let defer = defers_epilogue(p, c);
+    if defer {
+        w.comment(format!("TMA-store epilogue: boxes of 64 rows x {} bytes through two swizzled staging buffers,", c.epi_span_bytes()));
+        w.comment("deferred: a unit's packed outputs wait in pk_* (its tile origin in erow / ecol) until the");
+        w.comment("next unit's first wgmmas are issued, or the loop ends.");
+        w.line("const int r_lo = warp * 16 + (lane >> 2);");
+        w.line("const int cpair = (lane & 3) * 2;");
+        emit_stmatrix_lane_consts(w, c.epi_span_bytes());
+        for mi in 0..c.m_iters() {
+            for ni in 0..c.n_iters() {
+                w.line(format!("unsigned {}[{}];", packed_name(mi, ni), regs / 2));
+            }
+        }
+        w.line("int erow = 0, ecol = 0;");
+    }
     w.line("int s = 0;");
     w.line("unsigned ph = 0;");
     w.line("int it = 0;");
@@ -533,34 +658,29 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.line("if (it > 0) named_bar_sync(1 + cw, 256);");
     }
     w.line("int prev = 0;");
-    w.open("for (int kb = kb0; kb < kb1; ++kb)");
-    w.line("mbar_wait(bar_full + 8 * s, ph);");
-    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
-    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
-    w.line("wgmma_fence();");
-    for kk in 0..k16_slices() {
-        w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
-        // The first slice of a tile overwrites the accumulators (scale-d = 0).
-        w.line(if kk == 0 { "const int sc = kb > kb0 ? 1 : 0;" } else { "const int sc = 1;" });
-        for mi in 0..c.m_iters() {
-            w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
-        }
-        for ni in 0..c.n_iters() {
-            w.line(format!("const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);", b_desc_offset(c, bk, ni, kk)));
-        }
-        for mi in 0..c.m_iters() {
-            for ni in 0..c.n_iters() {
-                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n, p.dtype), acc_name(mi, ni)));
-            }
-        }
+    if defer {
+        w.open("/* the unit's first k-block, then the previous unit's stores while its wgmmas run */");
+        emit_kblock_wgmmas(w, p, c, "0");
+        w.open("if (it > 0)");
+        emit_packed_stores(w, p, c);
+        w.close("");
+        w.line("prev = s;");
+        w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
+        w.close("");
+        w.open("for (int kb = kb0 + 1; kb < kb1; ++kb)");
+        emit_kblock_wgmmas(w, p, c, "1");
+        w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
+        w.line("wgmma_wait<1>();");
+        emit_release(w, c, "prev");
+    } else {
+        w.open("for (int kb = kb0; kb < kb1; ++kb)");
+        emit_kblock_wgmmas(w, p, c, "kb > kb0 ? 1 : 0");
+        w.open("if (kb > kb0)");
+        w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
+        w.line("wgmma_wait<1>();");
+        emit_release(w, c, "prev");
         w.close("");
     }
-    w.line("wgmma_commit();");
-    w.open("if (kb > kb0)");
-    w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
-    w.line("wgmma_wait<1>();");
-    emit_release(w, c, "prev");
-    w.close("");
     w.line("prev = s;");
     w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
     w.close(""); // kb
@@ -585,6 +705,21 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     if c.split_k > 1 {
         w.line("TOut* Cb = C + (long long)batch_now() * stride_c;");
         w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch_now() * stride_c : nullptr;");
+    }
+    if defer {
+        w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
+        w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
+        emit_pack_outputs(w, p, c);
+        w.line("erow = trow;");
+        w.line("ecol = tcol;");
+        w.close(""); // units
+        w.comment("The last unit's outputs.");
+        w.open("if (it > 0)");
+        emit_packed_stores(w, p, c);
+        w.close("");
+        w.comment("Each warp's last boxes must be read out of shared memory before the block exits.");
+        w.line("if (lane == 0) bulk_wait<0>();");
+        return;
     }
     if c.tma_store {
         emit_tma_store_epilogue(w, p, c);
