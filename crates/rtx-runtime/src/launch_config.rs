@@ -56,23 +56,23 @@ impl LaunchConfig {
     pub fn validate(&self, info: &DeviceInfo) -> Result<(), RuntimeError> {
         const AXES: [&str; 3] = ["x", "y", "z"];
         let bad = |reason: String| Err(RuntimeError::InvalidLaunch { reason });
-        for i in 0..3 {
+        for (i, axis) in AXES.iter().enumerate() {
             if self.block[i] == 0 {
-                return bad(format!("block.{} is 0", AXES[i]));
+                return bad(format!("block.{} is 0", axis));
             }
             if self.grid[i] == 0 {
-                return bad(format!("grid.{} is 0", AXES[i]));
+                return bad(format!("grid.{} is 0", axis));
             }
             if self.block[i] > info.max_block_dims[i] {
                 return bad(format!(
                     "block.{} = {} exceeds the device limit {} (block {:?})",
-                    AXES[i], self.block[i], info.max_block_dims[i], self.block
+                    axis, self.block[i], info.max_block_dims[i], self.block
                 ));
             }
             if self.grid[i] > info.max_grid_dims[i] {
                 return bad(format!(
                     "grid.{} = {} exceeds the device limit {} (grid {:?})",
-                    AXES[i], self.grid[i], info.max_grid_dims[i], self.grid
+                    axis, self.grid[i], info.max_grid_dims[i], self.grid
                 ));
             }
         }

@@ -6,6 +6,11 @@
 //! - [`tuner`]: search a template's space by real measurement; the persistent tuning database.
 //! - [`synth`]: the user API ([`Synth`]): pick a template, serve the tuned config, compile, load.
 
+// Errors carry names, shapes and compiler logs and are returned on cold paths (a failed compile,
+// launch or check), where a larger `Result` costs nothing measurable; boxing them would only
+// cost the `?` conversions their `#[from]` variants give.
+#![allow(clippy::result_large_err)]
+
 pub mod aot;
 pub mod dtype;
 pub mod profiler;

@@ -296,6 +296,7 @@ fn check(c: &Case, p: &Prepared, outputs: &[Vec<u8>]) -> Result<f64, String> {
 }
 
 /// Runs one (case, shape, offset) on the GPU; Ok(worst scaled error) or the failure.
+#[allow(clippy::too_many_arguments)]
 fn run_one(
     dev: &Device,
     s: &Stream,

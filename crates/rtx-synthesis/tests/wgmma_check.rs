@@ -38,7 +38,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     }
     // Consumers split the tile's rows, or (split_n) its columns; ping-pong ones own it whole.
     let per_tile = if c.pingpong || c.split_n { 1 } else { c.consumers };
-    let rows_per_wg = if per_tile == 0 { 0 } else { c.bm / per_tile };
+    let rows_per_wg = c.bm.checked_div(per_tile).unwrap_or(0);
     let cols_per_wg = if c.split_n { c.bn / 2 } else { c.bn };
     let acc = rows_per_wg / 64 * cols_per_wg / 2;
     // The B slot of a stage holds whole 64-column boxes (160 columns take 192 columns' room).
@@ -65,7 +65,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     // 64-column swizzle boxes and each wgmma starts on a box: several wgmmas along a consumer's
     // columns need wgmma_n a multiple of 64, column-split consumers start on a box too.
     let b_k_major = p.layout_b == Layout::Col || tf32;
-    let n_instr = if c.wgmma_n == 0 { 0 } else { cols_per_wg / c.wgmma_n };
+    let n_instr = cols_per_wg.checked_div(c.wgmma_n).unwrap_or(0);
     let epi_cols = epi_span / osz as u32;
     (!c.pingpong || (c.consumers == 2 && c.persistent))
         && (c.consumers != 3 || (!c.pingpong && !c.split_n))

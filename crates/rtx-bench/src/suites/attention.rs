@@ -169,7 +169,7 @@ pub fn verify(
             let got: Vec<f64> = (base..base + d).map(|x| o.get(x)).collect();
             let e = row_error(&got, &want);
             worst = worst.max(e);
-            if !(e <= tol) {
+            if e.is_nan() || e > tol {
                 let (b, h) = (hh / p.heads as usize, hh % p.heads as usize);
                 return (
                     Verified::new(e, tol),

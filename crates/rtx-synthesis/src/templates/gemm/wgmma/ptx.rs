@@ -197,8 +197,11 @@ mod tests {
         assert_eq!(d >> 62, 1, "128B swizzle");
         let mn = descriptor(0, false);
         assert_eq!((mn >> 16) & 0x3FFF, 512, "MN-major LBO = 8192 bytes");
-        // Largest shared address on sm_90 still fits the 14-bit field.
-        assert!(((227 * 1024u64) >> 4) < 1 << 14);
+        // The last 1024-aligned tile below sm_90's 227 KiB of shared memory keeps its whole
+        // address in the 14-bit start field, without touching the fields above it.
+        let top = 227 * 1024 - 1024;
+        assert_eq!(descriptor(top, true) & 0x3FFF, (top >> 4) as u64);
+        assert_eq!(descriptor(top, true) >> 14, descriptor(0, true) >> 14);
     }
 
     #[test]
