@@ -844,6 +844,36 @@ mod tests {
     }
 
     #[test]
+    fn sixteen_bit_tma_store_kernels_defer_their_stores_behind_the_next_tiles_wgmmas() {
+        let t = WgmmaGemm::new(132);
+        let p = GemmProblem::nn(4096, 4096, 1000, DType::Bf16);
+        let c = t.default_config(&p, Arch::Sm90a);
+        assert!(c.tma_store && !c.pingpong);
+        assert!(codegen::defers_epilogue(&p, &c));
+        let code = t.emit(&p, &c, Arch::Sm90a).unwrap().code;
+        // The first k-block is peeled (scale-d 0), the loop starts at the second one, and the
+        // packed outputs are stored twice: inside the peeled k-block and after the unit loop.
+        assert_eq!(code.matches("const int sc = 0;").count(), 1, "one peeled first k-block");
+        assert!(code.contains("for (int kb = kb0 + 1; kb < kb1; ++kb)"));
+        assert_eq!(code.matches("if (it > 0)").count(), 2, "stores in the peeled k-block and after the loop");
+        assert_eq!(code.matches("= pack_out2(v);").count() as u32, c.acc_regs() / 2, "every accumulator pair packed once");
+        assert_eq!(c.acc_regs(), 128);
+        assert!(code.contains("unsigned pk_0_0[64];"), "half the accumulator registers");
+        // The others keep the epilogue in place: f32 outputs (packing would not save a register),
+        // ping-pong (its other consumer already hides the epilogue) and register stores.
+        let mut f32_out = p;
+        f32_out.epilogue.out_dtype = DType::F32;
+        let pp = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, pingpong: true, ..c.clone() };
+        let direct = WgmmaConfig { tma_store: false, ..c.clone() };
+        for (q, k) in [(&f32_out, &c), (&p, &pp), (&p, &direct)] {
+            t.check(q, k, Arch::Sm90a).unwrap();
+            assert!(!codegen::defers_epilogue(q, k));
+            let code = t.emit(q, k, Arch::Sm90a).unwrap().code;
+            assert!(!code.contains("pk_0_0") && code.contains("const int sc = kb > kb0 ? 1 : 0;"), "{}", k.tag());
+        }
+    }
+
+    #[test]
     fn tf32_prepass_launch_covers_the_staged_tiles() {
         let t = WgmmaGemm::new(132);
         let nn = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
