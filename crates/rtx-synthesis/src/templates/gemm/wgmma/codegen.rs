@@ -134,7 +134,6 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     let osz = p.epilogue.out_dtype.size_bytes() as u32;
     let span = c.epi_span_bytes();
     let cols = epi_box_cols(p, c);
-    let chunks = c.cols_per_consumer() / cols;
     w.comment(format!("TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."));
     w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
     w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
@@ -143,21 +142,34 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     if osz == 2 {
         emit_stmatrix_lane_consts(w, span);
     }
+    emit_store_boxes(w, p, c, "trow", "tcol", |w, mi, cb| {
+        if osz == 2 {
+            emit_stmatrix_box(w, p, c, mi, cb, cols);
+        } else {
+            emit_st_box_pairs(w, p, c, mi, cb, cols, osz);
+        }
+    });
+}
+
+/// The boxes of one unit's TMA-store epilogue, per 64-row block `mi` and box `cb` of columns:
+/// each warp waits until its 16 rows of the staging buffer it is about to fill have been read out
+/// by its store of two boxes ago, `fill(w, mi, cb)` writes its fragments there, the writes are
+/// fenced toward the async proxy, and lane 0 stores the warp's 16 rows at (`row`, `col`) + the
+/// box's offset.
+fn emit_store_boxes(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, row: &str, col: &str, mut fill: impl FnMut(&mut CudaWriter, u32, u32)) {
+    let span = c.epi_span_bytes();
+    let cols = epi_box_cols(p, c);
     for mi in 0..c.m_iters() {
-        for cb in 0..chunks {
+        for cb in 0..c.cols_per_consumer() / cols {
             w.open(format!("/* rows {}.., columns {}.. */", mi * 64, cb * cols));
             w.line("const unsigned box = ebox + (ebuf & 1u) * EPI_BOX_BYTES;");
             w.line("if (lane == 0) bulk_wait_read<1>();");
             w.line("__syncwarp();");
-            if osz == 2 {
-                emit_stmatrix_box(w, p, c, mi, cb, cols);
-            } else {
-                emit_st_box_pairs(w, p, c, mi, cb, cols, osz);
-            }
+            fill(w, mi, cb);
             w.line("fence_proxy_async_smem();");
             w.line("__syncwarp();");
             w.line(format!(
-                "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, tcol + {}, trow + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
+                "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, {col} + {}, {row} + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
                 EPI_WARP_ROWS * span,
                 cb * cols,
                 mi * 64
@@ -166,6 +178,14 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
             w.close("");
         }
     }
+}
+
+/// The `stmatrix.x4` steps of box `cb` (boxes of `cols` columns): `(ni, j, c8)` for every pair of
+/// 8-column steps `j`, `j + 1` of wgmma `ni` whose columns `c8..` fall in the box.
+fn stmatrix_steps(c: &WgmmaConfig, cols: u32, cb: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    (0..c.n_iters())
+        .flat_map(move |ni| (0..c.wgmma_n / 8).step_by(2).map(move |j| (ni, j, ni * c.wgmma_n + j * 8)))
+        .filter(move |&(_, _, c8)| c8 / cols == cb)
 }
 
 /// `const float2 {v}` = the epilogue of the accumulator pair `(a0, a1)` at (`row`, `col`) for the
@@ -213,30 +233,20 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
 /// `stmatrix.x4` (four 8x8 matrices; matrix `i` = step `j + i / 2`, row half `i % 2`), whose
 /// 16-byte rows land at the swizzled chunk (see [`epi_row_xor`]) as the copy engine expects.
 fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32) {
-    for ni in 0..c.n_iters() {
-        for j in (0..c.wgmma_n / 8).step_by(2) {
-            let c8 = ni * c.wgmma_n + j * 8;
-            if c8 / cols != cb {
-                continue;
+    for (ni, j, c8) in stmatrix_steps(c, cols, cb) {
+        w.open("");
+        let mut packed = Vec::new();
+        for jj in [j, j + 1] {
+            for h in 0..2u32 {
+                let v = format!("v{}{h}", jj - j);
+                let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h + 1));
+                let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + jj * 8));
+                emit_epi_value(w, p, &v, &row, &col, &a0, &a1);
+                packed.push(format!("pack_out2({v})"));
             }
-            w.open("");
-            let mut packed = Vec::new();
-            for jj in [j, j + 1] {
-                for h in 0..2u32 {
-                    let v = format!("v{}{h}", jj - j);
-                    let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h + 1));
-                    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + jj * 8));
-                    emit_epi_value(w, p, &v, &row, &col, &a0, &a1);
-                    packed.push(format!("pack_out2({v})"));
-                }
-            }
-            w.line(format!(
-                "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {});",
-                (c8 % cols) / 8,
-                packed.join(", ")
-            ));
-            w.close("");
         }
+        w.line(format!("stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {});", (c8 % cols) / 8, packed.join(", ")));
+        w.close("");
     }
 }
 
@@ -278,43 +288,20 @@ fn emit_pack_outputs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
 /// Deferred epilogue, store half: the packed outputs of the unit at (`erow`, `ecol`) go out box by
 /// box as in [`emit_tma_store_epilogue`] (same staging buffers, waits and per-warp stores).
 fn emit_packed_stores(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
-    let span = c.epi_span_bytes();
     let cols = epi_box_cols(p, c);
-    for mi in 0..c.m_iters() {
-        for cb in 0..c.cols_per_consumer() / cols {
-            w.open(format!("/* rows {}.., columns {}.. */", mi * 64, cb * cols));
-            w.line("const unsigned box = ebox + (ebuf & 1u) * EPI_BOX_BYTES;");
-            w.line("if (lane == 0) bulk_wait_read<1>();");
-            w.line("__syncwarp();");
-            for ni in 0..c.n_iters() {
-                for j in (0..c.wgmma_n / 8).step_by(2) {
-                    let c8 = ni * c.wgmma_n + j * 8;
-                    if c8 / cols != cb {
-                        continue;
-                    }
-                    let pk = packed_name(mi, ni);
-                    w.line(format!(
-                        "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {pk}[{}], {pk}[{}], {pk}[{}], {pk}[{}]);",
-                        (c8 % cols) / 8,
-                        2 * j,
-                        2 * j + 1,
-                        2 * j + 2,
-                        2 * j + 3
-                    ));
-                }
-            }
-            w.line("fence_proxy_async_smem();");
-            w.line("__syncwarp();");
+    emit_store_boxes(w, p, c, "erow", "ecol", |w, mi, cb| {
+        for (ni, j, c8) in stmatrix_steps(c, cols, cb) {
+            let pk = packed_name(mi, ni);
             w.line(format!(
-                "if (lane == 0) {{ tma_store_3d(&tmC, box + (unsigned)warp * {}u, ecol + {}, erow + {} + warp * {EPI_WARP_ROWS}, bC); bulk_commit(); }}",
-                EPI_WARP_ROWS * span,
-                cb * cols,
-                mi * 64
+                "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {pk}[{}], {pk}[{}], {pk}[{}], {pk}[{}]);",
+                (c8 % cols) / 8,
+                2 * j,
+                2 * j + 1,
+                2 * j + 2,
+                2 * j + 3
             ));
-            w.line("++ebuf;");
-            w.close("");
         }
-    }
+    });
 }
 
 fn emit_epilogue_fns(w: &mut CudaWriter, p: &GemmProblem) {
