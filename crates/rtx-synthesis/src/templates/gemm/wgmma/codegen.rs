@@ -135,13 +135,8 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     let span = c.epi_span_bytes();
     let cols = epi_box_cols(p, c);
     w.comment(format!("TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."));
-    w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
-    w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
-    w.line("const int r_lo = warp * 16 + (lane >> 2);");
-    w.line("const int cpair = (lane & 3) * 2;");
-    if osz == 2 {
-        emit_stmatrix_lane_consts(w, span);
-    }
+    emit_part_origin(w, "trow", "tcol");
+    emit_epi_lane_consts(w, p, c);
     emit_store_boxes(w, p, c, "trow", "tcol", |w, mi, cb| {
         if osz == 2 {
             emit_stmatrix_box(w, p, c, mi, cb, cols);
@@ -205,6 +200,21 @@ fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: 
     ));
 }
 
+/// The accumulator pair of 8-column step `j`, row half `h` of wgmma (`mi`, `ni`): registers
+/// `4 j + 2 h` and `4 j + 2 h + 1` of its fragment.
+fn acc_pair(mi: u32, ni: u32, j: u32, h: u32) -> (String, String) {
+    (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1))
+}
+
+/// `const float2 {v}` = the epilogue of the lane's accumulator pair (`mi`, `ni`, step `j`, row
+/// half `h`) at its place in the unit at (`trow`, `tcol`) (see [`emit_epi_value`]).
+#[allow(clippy::too_many_arguments)]
+fn emit_pair_value(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, v: &str, mi: u32, ni: u32, j: u32, h: u32) {
+    let (a0, a1) = acc_pair(mi, ni, j, h);
+    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + j * 8));
+    emit_epi_value(w, p, v, &row, &col, &a0, &a1);
+}
+
 /// The 32-bit-output body of one epilogue box: each lane's accumulator pairs, one
 /// `st.shared.v2.f32` each, at the swizzled chunk (see [`epi_row_xor`]).
 fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32, osz: u32) {
@@ -218,7 +228,7 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
             for h in 0..2u32 {
                 w.open("");
                 w.line(format!("const int r = r_lo + {};", h * 8));
-                let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
+                let (a0, a1) = acc_pair(mi, ni, j, h);
                 emit_epi_value(w, p, "v", &format!("trow + {} + r", mi * 64), &format!("tcol + {c8} + cpair"), &a0, &a1);
                 w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
                 w.line(format!("st_box(box + (unsigned)r * {span}u + ((((byte >> 4) ^ {})) << 4) + (byte & 15u), v);", epi_row_xor(span, "r")));
@@ -239,9 +249,7 @@ fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
         for jj in [j, j + 1] {
             for h in 0..2u32 {
                 let v = format!("v{}{h}", jj - j);
-                let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * jj + 2 * h + 1));
-                let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + jj * 8));
-                emit_epi_value(w, p, &v, &row, &col, &a0, &a1);
+                emit_pair_value(w, p, c, &v, mi, ni, jj, h);
                 packed.push(format!("pack_out2({v})"));
             }
         }
@@ -274,9 +282,7 @@ fn emit_pack_outputs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             for j in 0..c.wgmma_n / 8 {
                 for h in 0..2u32 {
                     w.open("");
-                    let (a0, a1) = (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1));
-                    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + j * 8));
-                    emit_epi_value(w, p, "v", &row, &col, &a0, &a1);
+                    emit_pair_value(w, p, c, "v", mi, ni, j, h);
                     w.line(format!("{}[{}] = pack_out2(v);", packed_name(mi, ni), 2 * j + h));
                     w.close("");
                 }
@@ -567,6 +573,22 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
     w.line("wgmma_commit();");
 }
 
+/// `const int {row}, {col}`: where this consumer's part of the current unit's tile starts in C.
+fn emit_part_origin(w: &mut CudaWriter, row: &str, col: &str) {
+    w.line(format!("const int {row} = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;"));
+    w.line(format!("const int {col} = tn * BN + cwu * CONSUMER_COL_STEP;"));
+}
+
+/// The lane constants of a TMA-store epilogue: the lane's first fragment row and column pair,
+/// and for a 16-bit output its `stmatrix` addressing.
+fn emit_epi_lane_consts(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
+    w.line("const int r_lo = warp * 16 + (lane >> 2);");
+    w.line("const int cpair = (lane & 3) * 2;");
+    if p.epilogue.out_dtype.size_bytes() == 2 {
+        emit_stmatrix_lane_consts(w, c.epi_span_bytes());
+    }
+}
+
 /// The `stmatrix` lane constants of a 16-bit TMA-store epilogue with rows of `span` bytes.
 fn emit_stmatrix_lane_consts(w: &mut CudaWriter, span: u32) {
     w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
@@ -611,9 +633,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.comment(format!("TMA-store epilogue: boxes of 64 rows x {} bytes through two swizzled staging buffers,", c.epi_span_bytes()));
         w.comment("deferred: a unit's packed outputs wait in pk_* (its tile origin in erow / ecol) until the");
         w.comment("next unit's first wgmmas are issued, or the loop ends.");
-        w.line("const int r_lo = warp * 16 + (lane >> 2);");
-        w.line("const int cpair = (lane & 3) * 2;");
-        emit_stmatrix_lane_consts(w, c.epi_span_bytes());
+        emit_epi_lane_consts(w, p, c);
         for mi in 0..c.m_iters() {
             for ni in 0..c.n_iters() {
                 w.line(format!("unsigned {}[{}];", packed_name(mi, ni), regs / 2));
@@ -693,24 +713,21 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.line("TOut* Cb = C + (long long)batch_now() * stride_c;");
         w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch_now() * stride_c : nullptr;");
     }
-    if defer {
-        w.line("const int trow = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
-        w.line("const int tcol = tn * BN + cwu * CONSUMER_COL_STEP;");
-        emit_pack_outputs(w, p, c);
-        w.line("erow = trow;");
-        w.line("ecol = tcol;");
-        w.close(""); // units
-        w.comment("The last unit's outputs.");
-        w.open("if (it > 0)");
-        emit_packed_stores(w, p, c);
-        w.close("");
-        w.comment("Each warp's last boxes must be read out of shared memory before the block exits.");
-        w.line("if (lane == 0) bulk_wait<0>();");
-        return;
-    }
     if c.tma_store {
-        emit_tma_store_epilogue(w, p, c);
-        w.close(""); // units
+        if defer {
+            emit_part_origin(w, "trow", "tcol");
+            emit_pack_outputs(w, p, c);
+            w.line("erow = trow;");
+            w.line("ecol = tcol;");
+            w.close(""); // units
+            w.comment("The last unit's outputs.");
+            w.open("if (it > 0)");
+            emit_packed_stores(w, p, c);
+            w.close("");
+        } else {
+            emit_tma_store_epilogue(w, p, c);
+            w.close(""); // units
+        }
         w.comment("Each warp's last boxes must be read out of shared memory before the block exits.");
         w.line("if (lane == 0) bulk_wait<0>();");
         return;
@@ -718,8 +735,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.comment("Epilogue straight from the fragments: a consumer whose whole part of the tile lies inside C");
     w.comment("(and may store pairs) stores without per-pair bounds tests; edge parts test every pair.");
     w.comment("(Split-K kernels keep only the tested path: beside the fix-up a second copy spills.)");
-    w.line("const int part_row = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;");
-    w.line("const int part_col = tn * BN + cwu * CONSUMER_COL_STEP;");
+    emit_part_origin(w, "part_row", "part_col");
     w.line("const int row0 = part_row + warp * 16 + (lane >> 2);");
     w.line("const int col0 = part_col + (lane & 3) * 2;");
     let checked = |a: &str| format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);");
