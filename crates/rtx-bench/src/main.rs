@@ -23,6 +23,18 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let cli = Cli::parse_from(&argv);
     let detected = gpu::detect();
+    // One measuring process per GPU: held for the whole run, so a tuning or benchmark process
+    // started beside this one waits instead of timing its kernels against ours.
+    let _lock = match &detected {
+        Ok(g) => match rtx_synthesis::tuner::gpu_lock::acquire(&g.device, |_| ()) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                eprintln!("rtx-bench: {e}");
+                std::process::exit(1);
+            }
+        },
+        Err(_) => None,
+    };
     let mut stdout = std::io::stdout();
     match runner::run(&cli, argv, detected, &mut stdout) {
         Ok(out) => std::process::exit(out.exit_code()),

@@ -117,6 +117,15 @@ pub(crate) fn device_name(dev: sys::CUdevice) -> Result<String, RuntimeError> {
     Ok(s.to_string_lossy().into_owned())
 }
 
+/// `cuDeviceGetUuid_v2`: the 16 bytes that name this GPU (or MIG instance) across processes and
+/// `CUDA_VISIBLE_DEVICES` orderings.
+pub(crate) fn device_uuid(dev: sys::CUdevice) -> Result<[u8; 16], RuntimeError> {
+    let mut u = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: valid out pointer.
+    check("cuDeviceGetUuid_v2", unsafe { sys::cuDeviceGetUuid_v2(&mut u, dev) })?;
+    Ok(u.bytes.map(|b| b as u8))
+}
+
 /// `cuDeviceTotalMem`.
 pub(crate) fn device_total_mem(dev: sys::CUdevice) -> Result<usize, RuntimeError> {
     let mut v = 0usize;

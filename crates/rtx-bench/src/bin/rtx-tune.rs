@@ -47,7 +47,7 @@ use rtx_bench::suites::memory::row_ops::{LN_EPS, RMS_EPS};
 use rtx_synthesis::templates::elementwise::ElementwiseProblem;
 use rtx_synthesis::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use rtx_synthesis::templates::reduce::RowProblem;
-use rtx_synthesis::tuner::{worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
+use rtx_synthesis::tuner::{gpu_lock, worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
 use rtx_synthesis::{Arch, DType};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -196,11 +196,20 @@ enum MemOpKind {
     Chain(ChainKind),
 }
 
+/// Runs a tuning command on device 0 under its measurement lock (held for the whole command:
+/// the search, the cuBLAS baseline and the winner's timing; worker processes inherit it).
 fn with_gpu(f: impl FnOnce() -> Result<()>) -> i32 {
     if Device::count() == 0 {
         eprintln!("no CUDA GPU: tuning needs one");
         return 2;
     }
+    let _lock = match Device::open(0).map_err(anyhow::Error::from).and_then(|d| Ok(gpu_lock::acquire(&d, |_| ())?)) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rtx-tune: {e:#}");
+            return 1;
+        }
+    };
     match f() {
         Ok(()) => 0,
         Err(e) => {
@@ -218,19 +227,7 @@ fn main() {
         .init();
     let cli = Cli::parse();
     let code = match cli.cmd {
-        Cmd::Gemm(args) => {
-            if Device::count() == 0 {
-                eprintln!("no CUDA GPU: tuning needs one");
-                std::process::exit(2);
-            }
-            match tune_gemm(&args) {
-                Ok(()) => 0,
-                Err(e) => {
-                    eprintln!("rtx-tune: {e:#}");
-                    1
-                }
-            }
-        }
+        Cmd::Gemm(args) => with_gpu(|| tune_gemm(&args)),
         Cmd::Softmax(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::Softmax), &a)),
         Cmd::Layernorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::LayerNorm), &a)),
         Cmd::Rmsnorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::RmsNorm), &a)),

@@ -73,6 +73,9 @@ pub enum SynthError {
     /// A tuning request is inconsistent (e.g. a config filter naming no field of the template).
     #[error("bad tuning request: {0}")]
     BadRequest(String),
+    /// Another process measures on the GPU and `RTX_GPU_LOCK=fail`, or the lock policy is bad.
+    #[error(transparent)]
+    GpuLock(#[from] crate::tuner::GpuLockError),
     /// A measurement (e.g. the cuBLAS baseline) failed.
     #[error("measurement failed: {0}")]
     Measure(#[from] CandidateError),

@@ -276,6 +276,7 @@ impl Synth {
                 )));
             }
         }
+        let _gpu = crate::tuner::gpu_lock::acquire(&self.device, |_| ())?;
         let capped = CappedSpace::new(family, req.space_limit).with_filter(req.filter.clone());
         match &req.isolate {
             Some(cmd) => {

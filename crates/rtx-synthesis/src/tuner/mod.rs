@@ -9,6 +9,7 @@
 //! - [`tuner`](mod@tuner): one tuning run ([`Tuner::tune`]) and its [`TuneOutcome`].
 //! - [`worker`]: fault isolation in worker processes ([`WorkerBackend`], [`worker_main`]).
 //! - [`key`] and [`db`]: the persistent tuning database and its keys.
+//! - [`gpu_lock`]: one measuring process per GPU at a time ([`GpuLock`]).
 //! - [`replay`]: strategies replayed over recorded timing tables.
 //!
 //! ```no_run
@@ -30,6 +31,7 @@
 pub mod backend;
 pub mod cost;
 pub mod db;
+pub mod gpu_lock;
 pub mod key;
 pub mod measure;
 pub mod replay;
@@ -44,6 +46,7 @@ pub(crate) mod testing;
 
 pub use cost::{cost_model_for_table, DeviceFacts, TemplateCostModel};
 pub use backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
+pub use gpu_lock::{GpuLock, GpuLockError, LockPolicy};
 pub use db::{DbEntry, DbError, Lookup, LookupPolicy, LookupSource, MergeReport, StoredConfig, TuningDb};
 pub use key::{DeviceKey, OpSignature, ProblemSignature, TuneKey};
 pub use measure::{is_tie, run_protocol, run_protocol_batched, MeasureProtocol, TimingStats, Warmup};
