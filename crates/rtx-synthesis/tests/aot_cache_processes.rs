@@ -2,12 +2,15 @@
 //! a child-mode variable) fill one cache folder at once with overlapping kernels; a warm child
 //! process whose kernels are all cached makes zero NVRTC calls.
 
-use rtx_synthesis::aot::{cache_key, compile, nvrtc_calls, CacheEntry, KernelCache, Toolchain};
+use rtx_synthesis::aot::{cache_key, compile, nvrtc_calls, CacheEntry, KernelCache};
 use rtx_synthesis::templates::KernelSource;
 use rtx_synthesis::Arch;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 /// Selects a child mode (`fill` or `warm`) when this binary is re-executed.
 const CHILD_ENV: &str = "RTX_AOT_TEST_CHILD";
@@ -22,20 +25,6 @@ const CHILDREN: usize = 4;
 const ROUNDS: usize = 3;
 const WINDOW: usize = 12;
 const SHIFT: usize = 4;
-
-fn nvrtc_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
-            false
-        }
-    }
-}
 
 /// 12 distinct kernels x 2 targets.
 fn items() -> Vec<(KernelSource, Arch)> {

@@ -1,22 +1,11 @@
 //! Resource reports from real NVRTC compiles: static smem, spills, stack frames, barriers.
 
-use rtx_synthesis::aot::{compile, Compiled, Toolchain};
+use rtx_synthesis::aot::{compile, Compiled};
 use rtx_synthesis::templates::KernelSource;
 use rtx_synthesis::Arch;
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 fn source(entry: &str, code: &str, options: &[&str]) -> KernelSource {
     KernelSource {

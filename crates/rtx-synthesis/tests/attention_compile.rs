@@ -4,21 +4,13 @@
 //! shared memory and spills are printed per kernel.
 
 use rayon::prelude::*;
-use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::aot;
 use rtx_synthesis::templates::attention::{AttentionConfig, AttentionProblem, AttentionTemplate};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 /// Compiles one instance; `Err` describes the failure (so all failures are listed at once).
 fn compile_clean(p: &AttentionProblem, c: &AttentionConfig, arch: Arch) -> Result<String, String> {

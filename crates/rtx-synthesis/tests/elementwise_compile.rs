@@ -1,7 +1,7 @@
 //! Compiles generated elementwise kernels with NVRTC for sm_90a and sm_120 and checks that
 //! ptxas reports no spills.
 
-use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::aot;
 use rtx_synthesis::templates::elementwise::device::{ptxas_registers, ptxas_spill_bytes};
 use rtx_synthesis::templates::elementwise::presets::{bias_gelu, chain8, silu_gate, GeluForm};
 use rtx_synthesis::templates::elementwise::{
@@ -10,19 +10,8 @@ use rtx_synthesis::templates::elementwise::{
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-fn toolchain_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 fn compile_clean(p: &ElementwiseProblem, c: &ElementwiseConfig, arch: Arch) {
     let t = ElementwiseTemplate;
@@ -47,7 +36,7 @@ fn compile_clean(p: &ElementwiseProblem, c: &ElementwiseConfig, arch: Arch) {
 
 #[test]
 fn presets_compile_without_spills_on_hopper_and_blackwell() {
-    if !toolchain_or_skip("presets_compile_without_spills") {
+    if !nvrtc_or_skip("presets_compile_without_spills") {
         return;
     }
     let t = ElementwiseTemplate;
@@ -68,7 +57,7 @@ fn presets_compile_without_spills_on_hopper_and_blackwell() {
 
 #[test]
 fn config_corners_compile_without_spills() {
-    if !toolchain_or_skip("config_corners_compile_without_spills") {
+    if !nvrtc_or_skip("config_corners_compile_without_spills") {
         return;
     }
     let p = ElementwiseProblem::new(chain8(DType::Bf16).unwrap(), 3, 1_000_001);

@@ -2,21 +2,13 @@
 //! for the default configs, at most 255 registers; compile times and resources are printed.
 
 use rayon::prelude::*;
-use rtx_synthesis::aot::{self, ResourceUsage, Toolchain};
+use rtx_synthesis::aot::{self, ResourceUsage};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
 use rtx_synthesis::templates::{KernelSource, Template};
 use rtx_synthesis::{Arch, DType};
 
-fn nvrtc_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 /// Compiles `src` for `arch`, prints a resource line, asserts <= 255 registers and returns the usage.
 fn compile_and_report(src: &KernelSource, arch: Arch) -> ResourceUsage {

@@ -1,25 +1,14 @@
 //! Compiles generated softmax / LayerNorm / RMSNorm kernels with NVRTC for sm_90a and sm_120
 //! (every dtype, both strategies, several thread mappings) and checks ptxas reports no spills.
 
-use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::aot;
 use rtx_synthesis::templates::elementwise::device::{ptxas_registers, ptxas_spill_bytes};
 use rtx_synthesis::templates::reduce::{RowConfig, RowProblem, RowReduceTemplate, RowStrategy};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-fn toolchain_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 fn compile_clean(p: &RowProblem, c: &RowConfig, arch: Arch) {
     let t = RowReduceTemplate;
@@ -48,7 +37,7 @@ fn ops(dtype: DType, cols: u32) -> Vec<RowProblem> {
 
 #[test]
 fn default_configs_compile_without_spills() {
-    if !toolchain_or_skip("default_configs_compile_without_spills") {
+    if !nvrtc_or_skip("default_configs_compile_without_spills") {
         return;
     }
     let t = RowReduceTemplate;
@@ -70,7 +59,7 @@ fn default_configs_compile_without_spills() {
 
 #[test]
 fn other_mappings_compile_without_spills() {
-    if !toolchain_or_skip("other_mappings_compile_without_spills") {
+    if !nvrtc_or_skip("other_mappings_compile_without_spills") {
         return;
     }
     let regs = |tpr: u32, rpb: u32, vec: u32, cols: u32| RowConfig {

@@ -7,16 +7,8 @@ use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-fn toolchain_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
-            false
-        }
-    }
-}
+mod nvrtc_support;
+use nvrtc_support::nvrtc_or_skip;
 
 /// The number after `key` on the ptxas line that names `entry` (e.g. "Used 168 registers").
 fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
@@ -90,7 +82,7 @@ const LAYOUTS: [(Layout, Layout); 4] =
 
 #[test]
 fn tf32_default_configs_compile_for_every_layout() {
-    if !toolchain_or_skip("tf32_default_configs_compile_for_every_layout") {
+    if !nvrtc_or_skip("tf32_default_configs_compile_for_every_layout") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -104,7 +96,7 @@ fn tf32_default_configs_compile_for_every_layout() {
 
 #[test]
 fn tf32_tile_shapes_layouts_and_clusters_compile() {
-    if !toolchain_or_skip("tf32_tile_shapes_layouts_and_clusters_compile") {
+    if !nvrtc_or_skip("tf32_tile_shapes_layouts_and_clusters_compile") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -143,7 +135,7 @@ fn tf32_tile_shapes_layouts_and_clusters_compile() {
 
 #[test]
 fn tf32_sampled_space_compiles() {
-    if !toolchain_or_skip("tf32_sampled_space_compiles") {
+    if !nvrtc_or_skip("tf32_sampled_space_compiles") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -159,7 +151,7 @@ fn tf32_sampled_space_compiles() {
 
 #[test]
 fn tf32_ptx_has_k8_tf32_wgmma_and_the_prepass() {
-    if !toolchain_or_skip("tf32_ptx_has_k8_tf32_wgmma_and_the_prepass") {
+    if !nvrtc_or_skip("tf32_ptx_has_k8_tf32_wgmma_and_the_prepass") {
         return;
     }
     let tc = Toolchain::get().unwrap();
@@ -190,7 +182,7 @@ fn tf32_ptx_has_k8_tf32_wgmma_and_the_prepass() {
 
 #[test]
 fn default_config_compiles_without_spills() {
-    if !toolchain_or_skip("default_config_compiles_without_spills") {
+    if !nvrtc_or_skip("default_config_compiles_without_spills") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -200,7 +192,7 @@ fn default_config_compiles_without_spills() {
 
 #[test]
 fn every_default_ladder_rung_compiles_without_spills() {
-    if !toolchain_or_skip("every_default_ladder_rung_compiles_without_spills") {
+    if !nvrtc_or_skip("every_default_ladder_rung_compiles_without_spills") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -224,7 +216,7 @@ fn every_default_ladder_rung_compiles_without_spills() {
 
 #[test]
 fn tile_shapes_layouts_and_clusters_compile() {
-    if !toolchain_or_skip("tile_shapes_layouts_and_clusters_compile") {
+    if !nvrtc_or_skip("tile_shapes_layouts_and_clusters_compile") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -247,7 +239,7 @@ fn tile_shapes_layouts_and_clusters_compile() {
 
 #[test]
 fn fused_epilogues_compile() {
-    if !toolchain_or_skip("fused_epilogues_compile") {
+    if !nvrtc_or_skip("fused_epilogues_compile") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -279,7 +271,7 @@ fn dump_source_when_asked() {
 
 #[test]
 fn ptx_contains_the_hopper_instructions() {
-    if !toolchain_or_skip("ptx_contains_the_hopper_instructions") {
+    if !nvrtc_or_skip("ptx_contains_the_hopper_instructions") {
         return;
     }
     let tc = Toolchain::get().unwrap();
@@ -327,7 +319,7 @@ fn ptx_contains_the_hopper_instructions() {
 
 #[test]
 fn sampled_space_compiles() {
-    if !toolchain_or_skip("sampled_space_compiles") {
+    if !nvrtc_or_skip("sampled_space_compiles") {
         return;
     }
     // A deterministic spread over the valid space (persistence and raster order do not change
@@ -345,7 +337,7 @@ fn sampled_space_compiles() {
 
 #[test]
 fn split_k_and_pingpong_compile_without_spills() {
-    if !toolchain_or_skip("split_k_and_pingpong_compile_without_spills") {
+    if !nvrtc_or_skip("split_k_and_pingpong_compile_without_spills") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -376,7 +368,7 @@ fn split_k_and_pingpong_compile_without_spills() {
 
 #[test]
 fn split_n_compiles_without_spills() {
-    if !toolchain_or_skip("split_n_compiles_without_spills") {
+    if !nvrtc_or_skip("split_n_compiles_without_spills") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -402,7 +394,7 @@ fn split_n_compiles_without_spills() {
 
 #[test]
 fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b() {
-    if !toolchain_or_skip("tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b") {
+    if !nvrtc_or_skip("tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b") {
         return;
     }
     let t = WgmmaGemm::default();

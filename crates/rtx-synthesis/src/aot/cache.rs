@@ -824,21 +824,8 @@ impl Drop for KernelCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aot::toolchain::nvrtc_or_skip;
     use proptest::prelude::*;
-
-    fn nvrtc_or_skip(test: &str) -> bool {
-        match Toolchain::get() {
-            Ok(_) => true,
-            Err(e) => {
-                eprintln!("SKIP {test}: {e}");
-                assert!(
-                    std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                    "RTX_REQUIRE_NVRTC is set but: {e}"
-                );
-                false
-            }
-        }
-    }
 
     fn kernel(i: usize) -> KernelSource {
         KernelSource {

@@ -83,3 +83,18 @@ impl Toolchain {
         })
     }
 }
+
+/// For unit tests that compile: true when NVRTC loads; otherwise prints `SKIP <test>: <why>`
+/// and returns false, or fails when `RTX_REQUIRE_NVRTC` is set (CI sets it). The integration
+/// tests have the same helper in `tests/nvrtc_support`.
+#[cfg(test)]
+pub(crate) fn nvrtc_or_skip(test: &str) -> bool {
+    match Toolchain::get() {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("SKIP {test}: {e}");
+            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+            false
+        }
+    }
+}

@@ -1,22 +1,9 @@
 //! Compile checks of the micro-benchmark kernels (NVRTC, no GPU) and their constraints.
 
 use super::*;
-use crate::aot::{compile, Toolchain};
+use crate::aot::compile;
+use crate::aot::toolchain::nvrtc_or_skip;
 use crate::DType;
-
-fn toolchain_or_skip(test: &str) -> bool {
-    match Toolchain::get() {
-        Ok(_) => true,
-        Err(e) => {
-            eprintln!("SKIP {test}: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
-            false
-        }
-    }
-}
 
 /// Compiles `k` for `arch` and checks ptxas' report: an entry of that name, no spills, no stack,
 /// and no wgmma serialization warning. `None` (with a printed SKIP reason) when the NVRTC log
@@ -56,7 +43,7 @@ fn compiles_clean(k: &dyn MicroKernel, arch: Arch) -> Option<crate::aot::Resourc
 
 #[test]
 fn every_suite_kernel_compiles_without_spills_for_hopper_and_blackwell() {
-    if !toolchain_or_skip("every_suite_kernel_compiles") {
+    if !nvrtc_or_skip("every_suite_kernel_compiles") {
         return;
     }
     for arch in [Arch::Sm90a, Arch::Sm120] {
