@@ -121,7 +121,7 @@ impl Synth {
         if req.isolate.is_some() {
             tracing::warn!("worker isolation is not supported for memory-bound ops; tuning in-process");
         }
-        let _gpu = crate::tuner::gpu_lock::acquire(&self.device, |_| ())?;
+        let _gpu = crate::tuner::gpu_lock::acquire_run(&self.device)?;
         let space = MemorySpace::new(t, req.space_limit);
         let backend = MemoryGpuBackend::<MemorySpace<T>>::with_device(self.device.clone(), self.cache.clone());
         let mut strategy: Box<dyn Strategy> = match req.strategy {

@@ -276,7 +276,7 @@ impl Synth {
                 )));
             }
         }
-        let _gpu = crate::tuner::gpu_lock::acquire(&self.device, |_| ())?;
+        let _gpu = crate::tuner::gpu_lock::acquire_run(&self.device)?;
         let capped = CappedSpace::new(family, req.space_limit).with_filter(req.filter.clone());
         match &req.isolate {
             Some(cmd) => {

@@ -14,6 +14,8 @@
 //!   shares the held lock (a benchmark that tunes inside its run does not wait for itself).
 //!   Worker processes spawned by a holder ([`super::worker`]) measure under their parent's lock
 //!   and take none of their own.
+//! - Within a process, tuning runs on one device take turns ([`run_slot`], [`acquire_run`]):
+//!   the file lock alone would let two threads of one process measure at once.
 //! - [`LOCK_ENV`] chooses the policy: `wait` (default), `fail` (a busy GPU is an error, naming
 //!   the holder) or `off`.
 
@@ -247,6 +249,72 @@ pub fn acquire(device: &rtx_runtime::Device, on_wait: impl FnOnce(Option<&Holder
     }
 }
 
+/// The in-process half of "one measurer per GPU": the file lock is shared by every thread of a
+/// process, so two threads tuning on one GPU at once would still time each other. A run slot
+/// lets one tuning run per device and process measure at a time; the others wait for it.
+#[derive(Debug, Default)]
+struct Slot {
+    busy: Mutex<bool>,
+    free: std::sync::Condvar,
+}
+
+/// A held run slot (see [`run_slot`]); the next waiting run goes when it is dropped.
+#[derive(Debug)]
+pub struct RunSlot {
+    slot: Arc<Slot>,
+}
+
+impl Drop for RunSlot {
+    fn drop(&mut self) {
+        *self.slot.busy.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.slot.free.notify_one();
+    }
+}
+
+/// Takes device `key`'s run slot in this process, waiting while another run holds it;
+/// `on_wait` is called once before such a wait. Not re-entrant: a thread holding a slot must
+/// not ask for the same one again.
+pub fn run_slot(key: &str, on_wait: impl FnOnce()) -> RunSlot {
+    static SLOTS: std::sync::OnceLock<Mutex<HashMap<String, Arc<Slot>>>> = std::sync::OnceLock::new();
+    let slot = SLOTS
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .entry(key.to_string())
+        .or_default()
+        .clone();
+    let mut busy = slot.busy.lock().unwrap_or_else(|p| p.into_inner());
+    if *busy {
+        on_wait();
+        while *busy {
+            busy = slot.free.wait(busy).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+    *busy = true;
+    drop(busy);
+    RunSlot { slot }
+}
+
+/// What a tuning run holds: its device's run slot in this process and the GPU lock.
+#[derive(Debug)]
+pub struct TuningRun {
+    // Dropped in order: the GPU lock (shared, so usually still held by the process) then the slot.
+    _lock: GpuLock,
+    _slot: RunSlot,
+}
+
+/// Takes what a tuning run on `device` needs: first the device's run slot in this process (so
+/// concurrent tuning calls of one process measure one after the other), then the GPU lock
+/// ([`acquire`]). `None` under [`LockPolicy::Off`], which turns both off.
+pub fn acquire_run(device: &rtx_runtime::Device) -> Result<Option<TuningRun>, GpuLockError> {
+    if LockPolicy::from_env()? == LockPolicy::Off {
+        return Ok(None);
+    }
+    let key = device.uuid().unwrap_or_else(|_| format!("ordinal-{}", device.ordinal()));
+    let slot = run_slot(&key, || tracing::warn!("another tuning run of this process measures on GPU {key}; waiting for it"));
+    Ok(Some(TuningRun { _lock: acquire(device, |_| ())?, _slot: slot }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -296,6 +364,27 @@ mod tests {
         assert!(!free(&path), "still held by the clone");
         drop(b);
         assert!(free(&path), "released with the last holder");
+    }
+
+    #[test]
+    fn one_run_per_device_slot_at_a_time_within_a_process() {
+        use std::sync::mpsc;
+        let first = run_slot("GPU-slot-a", || panic!("a free slot must not wait"));
+        // Another device's slot is free.
+        drop(run_slot("GPU-slot-b", || panic!("another device")));
+        let (waiting_tx, waiting_rx) = mpsc::channel();
+        let (got_tx, got_rx) = mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let s = run_slot("GPU-slot-a", || waiting_tx.send(()).unwrap());
+            got_tx.send(()).unwrap();
+            drop(s);
+        });
+        waiting_rx.recv().expect("the second run waits");
+        assert!(got_rx.try_recv().is_err(), "the second run must not get the slot while the first holds it");
+        drop(first);
+        got_rx.recv().expect("the second run goes once the first ends");
+        t.join().unwrap();
+        drop(run_slot("GPU-slot-a", || panic!("free again")));
     }
 
     #[test]
