@@ -6,9 +6,7 @@
 # slower?): speed of light, memory workload, warp states, per-instruction stall samples; and
 # cuBLAS's kernel there (memory workload: its L2 traffic against ours). (3) 128x128 split-K 2 at
 # 1024^3: 128 units that each stream 8 k-blocks of 32 KB (256 KB per SM against 384 KB for
-# 64x128), paying an f32 fix-up. (4) The GPU measurement lock on the device: a second rtx-tune
-# with RTX_GPU_LOCK=fail while one tunes must fail naming the first's pid; synth_gpu (Synth::tune_*
-# under the lock, re-entrant) must pass. (5) Experiment E1 (callAO_E1.patch, built as
+# 64x128), paying an f32 fix-up. (The GPU lock's device check is callAP.sh.) (4) Experiment E1 (callAO_E1.patch, built as
 # $B/exp/rtx-tune): cluster kernels poll their mbarriers with test_wait instead of the suspending
 # try_wait, in case a wait completed by the peer CTA (remote arrive, multicast bytes) wakes late;
 # the cluster-1 rows of the same slice are the control.
@@ -53,15 +51,7 @@ echo "ncu nvjet rc=$?"
 grep -E "Duration|Memory Thr|L2 Cache Thr|DRAM Thr|L2 Hit|Mem Busy|Max Bandwidth|Cluster Size|Grid Size" $R/ncu_nvjet.log | head -12
 pack
 ls /usr/local/cuda/bin | grep -E "nsys|ncu" > $R/tools.txt
-# (4) The GPU lock with two real processes on the GPU, then the tests that tune through Synth.
-$T gemm 2048x2048x2048 --dtype bf16 --time-budget-s 15 --no-store > $R/lock_first.log 2>&1 & first=$!
-sleep 4
-RTX_GPU_LOCK=fail $T gemm 1024x1024x1024 --dtype bf16 --time-budget-s 5 --no-store > $R/lock_second.log 2>&1; echo "second rc=$? (1 expected)"
-grep -E "being measured|rtx-tune:" $R/lock_second.log | head -3; echo "first pid $first"
-wait $first; echo "first rc=$?"
-timeout 150 $B/tests/rtx_synthesis__test__synth_gpu > $R/synth_gpu.log 2>&1; echo "synth_gpu rc=$?"; grep -E "test result|FAILED|panicked" $R/synth_gpu.log | head -5
-pack
-# (5) E1: the same 64x128 one-consumer 8-stage slice (cluster 1 = control, cluster 2 = polled waits).
+# (4) E1: the same 64x128 one-consumer 8-stage slice (cluster 1 = control, cluster 2 = polled waits).
 for s in 1024x1024x4096 1024x1024x1024; do
   echo "== E1 $s" >> $R/e1.log
   timeout 120 $B/exp/rtx-tune gemm $s --dtype bf16 --layout nn --strategy exhaustive \
