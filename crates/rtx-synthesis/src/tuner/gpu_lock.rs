@@ -225,11 +225,20 @@ pub fn acquire_in(dir: &Path, uuid: &str, policy: LockPolicy, on_wait: impl FnOn
 /// cannot be made at all (no cache folder, read-only disk, no UUID from the driver) is logged
 /// and the caller goes on unlocked, since measuring unlocked is what rtx did before.
 pub fn acquire(device: &rtx_runtime::Device, on_wait: impl FnOnce(Option<&Holder>)) -> Result<GpuLock, GpuLockError> {
-    let policy = LockPolicy::from_env()?;
-    if policy == LockPolicy::Off {
-        return Ok(GpuLock::none());
+    match LockPolicy::from_env()? {
+        LockPolicy::Off => Ok(GpuLock::none()),
+        policy => lock_device(device, &device.uuid(), policy, on_wait),
     }
-    let uuid = match device.uuid() {
+}
+
+/// [`acquire`] with the policy read and the UUID queried by the caller (not `Off`).
+fn lock_device(
+    device: &rtx_runtime::Device,
+    uuid: &Result<String, rtx_runtime::RuntimeError>,
+    policy: LockPolicy,
+    on_wait: impl FnOnce(Option<&Holder>),
+) -> Result<GpuLock, GpuLockError> {
+    let uuid = match uuid {
         Ok(u) => u,
         Err(e) => {
             tracing::warn!("no UUID for device {}: {e}; measuring without the GPU lock", device.ordinal());
@@ -240,7 +249,7 @@ pub fn acquire(device: &rtx_runtime::Device, on_wait: impl FnOnce(Option<&Holder
         tracing::warn!("no cache folder for the GPU lock (set RTX_CACHE_DIR); measuring without it");
         return Ok(GpuLock::none());
     };
-    match acquire_in(&root.join(LOCK_DIR), &uuid, policy, on_wait) {
+    match acquire_in(&root.join(LOCK_DIR), uuid, policy, on_wait) {
         Err(GpuLockError::Io { path, op, source }) => {
             tracing::warn!("GPU lock file {}: {op}: {source}; measuring without the GPU lock", path.display());
             Ok(GpuLock::none())
@@ -307,12 +316,14 @@ pub struct TuningRun {
 /// concurrent tuning calls of one process measure one after the other), then the GPU lock
 /// ([`acquire`]). `None` under [`LockPolicy::Off`], which turns both off.
 pub fn acquire_run(device: &rtx_runtime::Device) -> Result<Option<TuningRun>, GpuLockError> {
-    if LockPolicy::from_env()? == LockPolicy::Off {
+    let policy = LockPolicy::from_env()?;
+    if policy == LockPolicy::Off {
         return Ok(None);
     }
-    let key = device.uuid().unwrap_or_else(|_| format!("ordinal-{}", device.ordinal()));
+    let uuid = device.uuid();
+    let key = uuid.clone().unwrap_or_else(|_| format!("ordinal-{}", device.ordinal()));
     let slot = run_slot(&key, || tracing::warn!("another tuning run of this process measures on GPU {key}; waiting for it"));
-    Ok(Some(TuningRun { _lock: acquire(device, |_| ())?, _slot: slot }))
+    Ok(Some(TuningRun { _lock: lock_device(device, &uuid, policy, |_| ())?, _slot: slot }))
 }
 
 #[cfg(test)]
