@@ -43,11 +43,15 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let acc = rows_per_wg / 64 * cols_per_wg / 2;
     // The B slot of a stage holds whole 64-column boxes (160 columns take 192 columns' room).
     let b_cols = c.bn.div_ceil(64) * 64;
-    let ring = c.stages * (c.bm + b_cols) * 128 + 16 * c.stages;
+    // Cluster split-K adds two mbarriers and, after everything else (128-aligned), one
+    // consumer's fp32 accumulators as its reduction buffer.
+    let ck = c.cluster_k == 2;
+    let ring = c.stages * (c.bm + b_cols) * 128 + 16 * c.stages + if ck { 16 } else { 0 };
     // TMA-store epilogue: rows of a 128-byte span, or of 64 bytes when a consumer's columns are
     // not a multiple of 64; two boxes of 64 such rows per consumer after the ring, 1024-aligned.
     let epi_span: u32 = if cols_per_wg % 64 == 0 { 128 } else { 64 };
-    let smem = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span + 1024 } else { ring + 1024 };
+    let before_red = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span } else { ring };
+    let smem = before_red.next_multiple_of(if ck { 128 } else { 1 }) + if ck { acc * 4 * 128 } else { 0 } + 1024;
     let osz = p.epilogue.out_dtype.size_bytes() as u64;
     let c_ok = (p.ldc as u64 * osz).is_multiple_of(16)
         && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz).is_multiple_of(16) && p.stride_c * osz < 1 << 40));
@@ -75,7 +79,9 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 < launch_regs)
-        && units * (c.cluster_m as u64) < i32::MAX as u64
+        && units * (c.cluster_m as u64) * (c.cluster_k.max(1) as u64) < i32::MAX as u64
+        && (1..=2).contains(&c.cluster_k)
+        && (!ck || (c.consumers == 2 && !c.pingpong && c.cluster_m == 1 && c.split_k == 1 && kblocks >= 2))
         && (1..=3).contains(&c.consumers)
         && [64, 128, 192, 256].contains(&c.bm)
         && c.bm.is_multiple_of(64 * per_tile)
@@ -149,15 +155,17 @@ prop_compose! {
                     split_k in prop_oneof![6 => Just(1u32), 3 => 2u32..5, 1 => Just(16), 1 => Just(0), 1 => Just(17)],
                     pingpong in prop_oneof![3 => Just(false), 1 => Just(true)],
                     tma_store in prop_oneof![2 => Just(false), 1 => Just(true)],
-                    split_n in prop_oneof![6 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n }
+                    (split_n, cluster_k) in (prop_oneof![6 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0), 1 => Just(3)])) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k }
     }
 }
 
-/// Half raw random configs, half drawn from the template's own spaces (16-bit and tf32; mostly valid).
+/// Half raw random configs, half drawn from the template's own spaces (16-bit and tf32, the
+/// experimental configs included; mostly valid).
 fn arb_any_config() -> impl Strategy<Value = WgmmaConfig> {
-    let space = WgmmaGemm::default().space(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
-    let tf32 = WgmmaGemm::default().space(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
+    let t = WgmmaGemm { experimental: true, ..WgmmaGemm::default() };
+    let space = t.space(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
+    let tf32 = t.space(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
     prop_oneof![2 => arb_config(), 1 => proptest::sample::select(space), 1 => proptest::sample::select(tf32)]
 }
 
@@ -202,9 +210,10 @@ proptest! {
                 prop_assert!(src.code.contains(&"void __launch_bounds__(THREADS, 1)".to_string()));
                 prop_assert!(src.code.contains(&src.entry));
                 let d = t.launch(&p, &c);
-                prop_assert_eq!(d.grid[0] % c.cluster_m, 0);
+                prop_assert_eq!(d.grid[0] % (c.cluster_m * c.cluster_k), 0);
                 prop_assert_eq!(d.grid[2], p.batch);
                 prop_assert_eq!(d.block[0], c.threads());
+                prop_assert_eq!(src.code.contains("st_async_f4(rdst"), c.cluster_k == 2);
                 prop_assert!(d.dynamic_smem <= 227 * 1024);
                 // The tensor maps a valid problem produces satisfy the driver's rules.
                 prop_assert!(tma_desc_a(&p, &c).validate().is_ok());

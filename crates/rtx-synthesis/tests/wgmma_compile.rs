@@ -31,6 +31,18 @@ fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
     None
 }
 
+/// The PTX NVRTC makes of `code` for compute_90a.
+fn ptx_of(code: &str) -> String {
+    let tc = Toolchain::get().unwrap();
+    let opts = cudarc::nvrtc::CompileOptions {
+        arch: Some("compute_90a"),
+        include_paths: vec![tc.include_dir.display().to_string()],
+        options: vec!["--std=c++17".into(), "-default-device".into()],
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src()
+}
+
 fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
     let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
     let k = if p.dtype == DType::Tf32 { 8 } else { 16 };
@@ -61,7 +73,7 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false, tma_store: false, split_n: false }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false, tma_store: false, split_n: false, cluster_k: 1 }
 }
 
 /// The same config with the tf32 stage depth (32 four-byte elements = 128 bytes).
@@ -154,18 +166,11 @@ fn tf32_ptx_has_k8_tf32_wgmma_and_the_prepass() {
     if !nvrtc_or_skip("tf32_ptx_has_k8_tf32_wgmma_and_the_prepass") {
         return;
     }
-    let tc = Toolchain::get().unwrap();
     let t = WgmmaGemm::default();
     for (lb, c) in [(Layout::Col, tf(cfg(128, 256, 2, 256, 4, 1))), (Layout::Row, tf(cfg(128, 256, 2, 128, 4, 2)))] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, lb);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some("compute_90a"),
-            include_paths: vec![tc.include_dir.display().to_string()],
-            options: vec!["--std=c++17".into(), "-default-device".into()],
-            ..Default::default()
-        };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
+        let ptx = ptx_of(&src.code);
         let count = |s: &str| ptx.matches(s).count();
         // 4 k8 slices (32 bytes of K each) per 128-byte stage.
         let per_kblock = 4 * c.m_iters() * c.n_iters();
@@ -274,19 +279,12 @@ fn ptx_contains_the_hopper_instructions() {
     if !nvrtc_or_skip("ptx_contains_the_hopper_instructions") {
         return;
     }
-    let tc = Toolchain::get().unwrap();
     let t = WgmmaGemm::default();
     let ts = WgmmaConfig { tma_store: true, ..cfg(128, 256, 2, 256, 4, 1) };
     for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2)), (Layout::Row, ts)] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, lb);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        let opts = cudarc::nvrtc::CompileOptions {
-            arch: Some("compute_90a"),
-            include_paths: vec![tc.include_dir.display().to_string()],
-            options: vec!["--std=c++17".into(), "-default-device".into()],
-            ..Default::default()
-        };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(&src.code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src();
+        let ptx = ptx_of(&src.code);
         let count = |s: &str| ptx.matches(s).count();
         // With the deferred TMA-store epilogue a unit's first k-block is peeled off the loop.
         let per_kblock = 4 * c.m_iters() * c.n_iters() * if c.tma_store { 2 } else { 1 };
@@ -390,6 +388,50 @@ fn split_n_compiles_without_spills() {
         assert!(src.code.contains(&format!("B_CONSUMER_OFFSET = {}", c.bn / 2 * 128)), "{}", src.entry);
         compile_and_check(&t, &p, &c);
     }
+}
+
+#[test]
+fn cluster_split_k_compiles_without_spills() {
+    if !nvrtc_or_skip("cluster_split_k_compiles_without_spills") {
+        return;
+    }
+    let t = WgmmaGemm::default();
+    let ck = |c: WgmmaConfig| WgmmaConfig { cluster_k: 2, ..c };
+    let ts = |c: WgmmaConfig| WgmmaConfig { tma_store: true, ..c };
+    let sn = |c: WgmmaConfig| WgmmaConfig { split_n: true, ..c };
+    let once = |c: WgmmaConfig| WgmmaConfig { persistent: false, ..c };
+    let cases = [
+        (DType::Bf16, Layout::Row, Layout::Row, ts(ck(cfg(128, 128, 2, 128, 4, 1)))),
+        (DType::Bf16, Layout::Row, Layout::Row, once(ck(cfg(128, 128, 2, 128, 6, 1)))),
+        (DType::F16, Layout::Row, Layout::Col, ts(sn(ck(cfg(128, 128, 2, 64, 5, 1))))),
+        (DType::Bf16, Layout::Col, Layout::Row, ck(cfg(128, 64, 2, 64, 8, 1))),
+        (DType::Bf16, Layout::Row, Layout::Row, ck(cfg(128, 256, 2, 256, 3, 1))),
+        (DType::Bf16, Layout::Col, Layout::Col, ck(cfg(256, 128, 2, 128, 3, 1))),
+        (DType::Tf32, Layout::Row, Layout::Col, tf(ck(cfg(128, 128, 2, 128, 4, 1)))),
+    ];
+    for (i, (dtype, la, lb, c)) in cases.into_iter().enumerate() {
+        let mut p = GemmProblem::new(1000, 1000, 1024, dtype, la, lb);
+        if i % 2 == 1 {
+            fuse_all(&mut p, Activation::GeluTanh);
+        }
+        let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
+        assert!(src.entry.contains("_ck2"), "{}", src.entry);
+        assert!(src.code.contains("__cluster_dims__(2, 1, 1)"), "{}", src.entry);
+        // One push per float4 of a consumer's accumulators, one load per float4 on the owner.
+        assert_eq!(src.code.matches("st_async_f4(rdst").count() as u32, c.acc_regs() / 4, "{}", src.entry);
+        assert_eq!(src.code.matches("ld_shared_f4(rsrc").count() as u32, c.acc_regs() / 4, "{}", src.entry);
+        assert!(!src.code.contains("atomicAdd"), "{}: no global workspace", src.entry);
+        let d = t.launch(&p, &c);
+        assert_eq!(d.grid[0] % 2, 0, "{}: whole clusters", src.entry);
+        compile_and_check(&t, &p, &c);
+    }
+    // The PTX carries the cluster shape and the st.async pushes.
+    let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+    let src = t.emit(&p, &ts(ck(cfg(128, 128, 2, 128, 4, 1))), Arch::Sm90a).unwrap();
+    let ptx = ptx_of(&src.code);
+    assert!(ptx.contains(".reqnctapercluster 2, 1, 1"));
+    assert!(ptx.contains("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32"));
+    assert!(ptx.contains("mapa.shared::cluster.u32"));
 }
 
 #[test]

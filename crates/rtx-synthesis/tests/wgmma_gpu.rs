@@ -164,7 +164,7 @@ struct Case {
 
 #[allow(clippy::too_many_arguments)]
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false, split_n: false }
+    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false, split_n: false, cluster_k: 1 }
 }
 
 /// `c` with the tf32 stage depth (32 four-byte elements = 128 bytes of K).
@@ -326,6 +326,37 @@ fn split_n_cases() -> Vec<Case> {
         assert_eq!((c.bm, c.bn, c.tma_store), (192, 160, p.dtype != DType::Tf32), "{name}");
         v.push(Case { name, p, c, sample: Some(2048), sms: None });
     }
+    v
+}
+
+/// `c` with cluster split-K (two CTAs per tile, partial sums through distributed shared memory).
+fn ck(c: WgmmaConfig) -> WgmmaConfig {
+    WgmmaConfig { cluster_k: 2, ..c }
+}
+
+/// Cluster split-K cases: every layout, edges in M, N and K (an odd number of k-blocks, and two
+/// k-blocks: one per CTA), both epilogues, the fused epilogue, column-split consumers, batches,
+/// tf32, and persistent grids where one cluster runs many units (the reduction buffer's
+/// barriers go through many phases).
+fn cluster_k_cases() -> Vec<Case> {
+    use Layout::{Col, Row};
+    let mut v = Vec::new();
+    let c128 = |stages, persistent| ck(cfg(128, 128, 2, 128, stages, 1, persistent, 8));
+    v.push(Case { name: "ck_nn_1024x1024x1024", p: problem(1024, 1024, 1024, DType::Bf16, Row, Row), c: ts(c128(4, true)), sample: None, sms: None });
+    v.push(Case { name: "ck_nn_300x520x200_direct", p: problem(300, 520, 200, DType::Bf16, Row, Row), c: c128(6, false), sample: None, sms: None });
+    v.push(Case { name: "ck_nt_296x520x200_sn_ts_many_units", p: problem(296, 520, 200, DType::F16, Row, Col), c: ts(sn(ck(cfg(128, 128, 2, 64, 5, 1, true, 1)))), sample: None, sms: Some(4) });
+    let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Col, Row));
+    fe.epilogue.out_dtype = DType::F16;
+    v.push(Case { name: "ck_tn_200x136x1000_128x64_full_epilogue_one_cluster", p: fe, c: ck(cfg(128, 64, 2, 64, 8, 1, true, 1)), sample: None, sms: Some(2) });
+    v.push(Case { name: "ck_tt_136x264x320_256x128_batch2", p: problem(136, 264, 320, DType::Bf16, Col, Col).batched(2), c: ck(cfg(256, 128, 2, 128, 3, 1, true, 8)), sample: None, sms: Some(6) });
+    v.push(Case { name: "ck_nn_250x264x128_two_kblocks", p: problem(250, 264, 128, DType::Bf16, Row, Row), c: ts(c128(4, true)), sample: None, sms: Some(2) });
+    v.push(Case { name: "ck_nn_260x136x192_three_kblocks", p: problem(260, 136, 192, DType::Bf16, Row, Row), c: c128(6, false), sample: None, sms: None });
+    let mut f32_out = problem(136, 200, 512, DType::Bf16, Row, Col);
+    f32_out.epilogue.out_dtype = DType::F32;
+    v.push(Case { name: "ck_nt_136x200x512_ts_f32_out", p: f32_out, c: ts(c128(4, true)), sample: None, sms: Some(2) });
+    v.push(Case { name: "ck_tf32_nt_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Col), c: tf(c128(4, false)), sample: None, sms: None });
+    v.push(Case { name: "ck_tf32_nn_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Row), c: tf(c128(4, true)), sample: None, sms: Some(4) });
+    v.push(Case { name: "ck_nn_4096x4096x1000_128x256_sampled", p: problem(4096, 4096, 1000, DType::Bf16, Row, Row), c: ck(cfg(128, 256, 2, 256, 3, 1, true, 8)), sample: Some(2048), sms: None });
     v
 }
 
@@ -598,6 +629,7 @@ fn cases() -> Vec<Case> {
     v.extend(tf32_cases());
     v.extend(tma_store_cases());
     v.extend(split_n_cases());
+    v.extend(cluster_k_cases());
     v
 }
 
@@ -757,7 +789,7 @@ fn split_k_and_pingpong_case_kernels_compile_without_spills() {
     }
     let t = WgmmaGemm::default();
     let mut n = 0;
-    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store) {
+    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store || c.c.cluster_k > 1) {
         let src = t.emit(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         assert!(out.log.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{} spills:\n{}", case.name, out.log);

@@ -152,6 +152,10 @@ struct GemmArgs {
     /// '{"bm":64,"cluster_m":2}'. The winner of such a slice is not stored.
     #[arg(long = "where")]
     filter: Option<String>,
+    /// Also search the configs no GPU has measured yet (today: wgmma cluster split-K,
+    /// '{"cluster_k":2}'); sets RTX_EXPERIMENTAL=1 for this run and its workers.
+    #[arg(long)]
+    experimental: bool,
 }
 
 #[derive(clap::Args)]
@@ -226,6 +230,12 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
         .init();
     let cli = Cli::parse();
+    if let Cmd::Gemm(a) = &cli.cmd {
+        if a.experimental {
+            // Before any thread starts: the tuner's template and the workers read it.
+            std::env::set_var(rtx_synthesis::templates::gemm::wgmma::EXPERIMENTAL_ENV, "1");
+        }
+    }
     let code = match cli.cmd {
         Cmd::Gemm(args) => with_gpu(|| tune_gemm(&args)),
         Cmd::Softmax(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::Softmax), &a)),
@@ -371,6 +381,9 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
     let filter = args.filter.as_deref().map(ConfigFilter::parse).transpose().map_err(anyhow::Error::msg)?;
     if filter.is_some() && !args.no_store {
         println!("--where searches a slice of the space: its winner is not stored in the tuning database");
+    }
+    if args.filter.as_deref().is_some_and(|f| f.contains("cluster_k")) && !args.experimental {
+        println!("note: cluster_k configs are experimental (not yet measured on a GPU): add --experimental to search them");
     }
     let req = TuneRequest {
         strategy,

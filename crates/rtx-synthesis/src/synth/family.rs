@@ -37,7 +37,7 @@ impl GemmFamily for WgmmaGemm {
     const FAMILY: &'static str = "wgmma";
 
     fn for_device(info: &DeviceInfo) -> Self {
-        WgmmaGemm::new(info.sm_count)
+        WgmmaGemm::for_env(info.sm_count)
     }
 
     fn enqueue_gemm(

@@ -18,6 +18,8 @@
 //! within a batch entry a block (or a cluster of `cluster_m` blocks along `x`) loops over work
 //! units `u = blockIdx.x / cluster_m, u += gridDim.x / cluster_m` (unit = tile `u / split_k`,
 //! K slice `u % split_k`; in ping-pong mode the two consumer warpgroups take alternate units).
+//! With cluster split-K (`cluster_k` 2) the two CTAs of a cluster along `x` share one work unit
+//! and split its k-blocks; their partial sums meet in shared memory (no workspace).
 //! `ws`/`counters` are the split-K workspace ([`WgmmaConfig::workspace_bytes`]: f32 partials,
 //! then u32 per-warp arrival counters that must be zero before the first launch and are left
 //! zero by every launch); null when `split_k == 1`. The block needs
@@ -47,7 +49,8 @@
 //! batch <= 65535; `split_k <= ceil(K / bk)` (every K slice has a k-block); with the staging
 //! pre-pass, split-K only below the register boundary (`acc + 40 < launch registers`: the
 //! 128-accumulator ping-pong split-K configs spill there); the split-K
-//! workspace below 2^31 float4s; and the config rules of [`WgmmaGemm::check_config`]. At launch
+//! workspace below 2^31 float4s; with cluster split-K, at least `cluster_k` k-blocks; and the
+//! config rules of [`WgmmaGemm::check_config`]. At launch
 //! the A/B base addresses (and the workspaces) must be 16-byte aligned (TMA). All four A/B
 //! layouts are supported (row-major A is K-major; column-major f16/bf16 operands use the wgmma
 //! transpose bits; M/N-major tf32 operands are staged).
@@ -121,12 +124,19 @@ const SPACE_STAGES: [u32; 8] = [2, 3, 4, 5, 6, 8, 10, 12];
 pub struct WgmmaGemm {
     /// SMs of the target device: the persistent launch starts at most this many blocks.
     pub sm_count: u32,
+    /// Also offer the configs no GPU has measured yet ([`WgmmaGemm::experimental_space`]: cluster
+    /// split-K) in [`Template::space`]. Off by default; [`EXPERIMENTAL_ENV`] turns it on for
+    /// [`WgmmaGemm::for_env`] (the tuner's and `rtx-tune --experimental`'s template).
+    pub experimental: bool,
 }
+
+/// Environment variable that adds the experimental configs to the tuning space when set to `1`.
+pub const EXPERIMENTAL_ENV: &str = "RTX_EXPERIMENTAL";
 
 impl Default for WgmmaGemm {
     fn default() -> Self {
         // H100 SXM / H200.
-        WgmmaGemm { sm_count: 132 }
+        WgmmaGemm { sm_count: 132, experimental: false }
     }
 }
 
@@ -150,7 +160,54 @@ fn activation_tag(a: Activation) -> Option<&'static str> {
 impl WgmmaGemm {
     /// A template for a device with `sm_count` SMs.
     pub fn new(sm_count: u32) -> Self {
-        WgmmaGemm { sm_count: sm_count.max(1) }
+        WgmmaGemm { sm_count: sm_count.max(1), experimental: false }
+    }
+
+    /// [`WgmmaGemm::new`], with [`WgmmaGemm::experimental`] set when [`EXPERIMENTAL_ENV`] is `1`.
+    pub fn for_env(sm_count: u32) -> Self {
+        WgmmaGemm { experimental: std::env::var(EXPERIMENTAL_ENV).is_ok_and(|v| v.trim() == "1"), ..WgmmaGemm::new(sm_count) }
+    }
+
+    /// Configs the template supports but no GPU has measured yet, offered by [`Template::space`]
+    /// only with [`WgmmaGemm::experimental`]: cluster split-K (`cluster_k` 2) with two consumers
+    /// splitting rows or columns, every ring depth, both launch modes and epilogues. `check`
+    /// filters them like the rest of the space.
+    pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
+        let mut v = Vec::new();
+        if arch != Arch::Sm90a {
+            return v;
+        }
+        let bk = Self::block_k(problem.dtype).unwrap_or(BLOCK_K);
+        for (bm, bn) in [(128u32, 64u32), (128, 128), (128, 256), (256, 128)] {
+            for split_n in [false, true] {
+                let cols = if split_n { bn / 2 } else { bn };
+                for stages in SPACE_STAGES {
+                    for persistent in [false, true] {
+                        for raster_group in [1u32, 8] {
+                            for tma_store in [false, true] {
+                                v.push(WgmmaConfig {
+                                    bm,
+                                    bn,
+                                    bk,
+                                    consumers: 2,
+                                    wgmma_n: cols,
+                                    stages,
+                                    cluster_m: 1,
+                                    persistent,
+                                    raster_group,
+                                    split_k: 1,
+                                    pingpong: false,
+                                    tma_store,
+                                    split_n,
+                                    cluster_k: 2,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        v
     }
 
     /// The kernel entry point name, encoding dtype, layouts, config and epilogue.
@@ -205,7 +262,7 @@ impl WgmmaGemm {
         }
         let (ta, tb) = staging::prepass_tiles(p);
         let warps = c.threads() / 32;
-        let cl = c.cluster_m.max(1);
+        let cl = c.cluster_size();
         let blocks = (ta + tb).div_ceil(warps as u64).clamp(1, self.sm_count.max(1) as u64) as u32;
         Some(LaunchDims {
             grid: [blocks.next_multiple_of(cl), 1, p.batch.max(1)],
@@ -254,8 +311,9 @@ impl WgmmaGemm {
     /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
     /// in 1..=16, and split-K only where the fix-up fits beside the accumulators (not 128 of them
     /// in a 384-thread block: ptxas spills); `pingpong` needs 2 consumers and `persistent` (each
-    /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); shared
-    /// memory within the arch's opt-in limit.
+    /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); `cluster_k`
+    /// 1 or 2 (2 needs 2 consumers, no ping-pong, `cluster_m` 1 and `split_k` 1; the problem
+    /// check adds at least 2 k-blocks); shared memory within the arch's opt-in limit.
     pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
         if c.bk != BLOCK_K && c.bk != BLOCK_K_TF32 {
             return Err(format!(
@@ -336,6 +394,15 @@ impl WgmmaGemm {
                 c.split_k
             ));
         }
+        if !(1..=2).contains(&c.cluster_k) {
+            return Err(format!("cluster_k={} must be 1 or 2", c.cluster_k));
+        }
+        if c.cluster_k == 2 && (c.consumers != 2 || c.pingpong || c.cluster_m != 1 || c.split_k != 1) {
+            return Err(format!(
+                "cluster_k=2 needs consumers=2 (got {}), no pingpong (got {}), cluster_m=1 (got {}) and split_k=1 (got {}): consumer r of CTA r owns its part of the tile and the other CTA's consumer r sends it its partial sums",
+                c.consumers, c.pingpong, c.cluster_m, c.split_k
+            ));
+        }
         if !(1..=64).contains(&c.raster_group) {
             return Err(format!("raster_group={} must be in 1..=64", c.raster_group));
         }
@@ -372,6 +439,7 @@ impl WgmmaGemm {
             pingpong: false,
             tma_store: sixteen_bit && rung.persistent && Self::check_tma_store(problem).is_ok(),
             split_n: false,
+            cluster_k: 1,
         }
     }
 
@@ -517,7 +585,7 @@ impl Template for WgmmaGemm {
     }
 
     fn space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
-        let mut v = Vec::new();
+        let mut v = if self.experimental { self.experimental_space(problem, arch) } else { Vec::new() };
         if arch != Arch::Sm90a {
             return v;
         }
@@ -550,6 +618,7 @@ impl Template for WgmmaGemm {
                         pingpong: false,
                         tma_store,
                         split_n,
+                        cluster_k: 1,
                     });
                 }
             }
@@ -600,6 +669,7 @@ impl Template for WgmmaGemm {
                                                     pingpong,
                                                     tma_store,
                                                     split_n,
+                                                    cluster_k: 1,
                                                 });
                                             }
                                         }
@@ -631,7 +701,7 @@ impl Template for WgmmaGemm {
                 )));
             }
         }
-        let blocks = config.units(problem.m, problem.n) * config.cluster_m as u64;
+        let blocks = config.units(problem.m, problem.n) * config.cluster_size() as u64;
         if blocks > i32::MAX as u64 {
             return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
         }
@@ -642,6 +712,9 @@ impl Template for WgmmaGemm {
         let kblocks = problem.k.div_ceil(config.bk);
         if config.split_k > kblocks {
             return Err(fail(format!("split_k={} exceeds the {kblocks} k-blocks of K={}", config.split_k, problem.k)));
+        }
+        if config.cluster_k > kblocks {
+            return Err(fail(format!("cluster_k={} exceeds the {kblocks} k-blocks of K={}: every CTA of the cluster needs one", config.cluster_k, problem.k)));
         }
         // The kernel indexes the partials (float4s) and counters with 32-bit unsigned math.
         if config.workspace_bytes(problem.m, problem.n, problem.batch) / 16 >= i32::MAX as u64 {
@@ -674,7 +747,7 @@ impl Template for WgmmaGemm {
     }
 
     fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
-        let cl = config.cluster_m.max(1);
+        let cl = config.cluster_size();
         let units = config.units(problem.m, problem.n).clamp(1, i32::MAX as u64) as u32;
         let clusters = if config.persistent {
             let per_batch = (self.sm_count / cl / problem.batch.max(1)).max(1);
@@ -694,6 +767,7 @@ impl Template for WgmmaGemm {
         (c.stages
             + 2 * c.consumers
             + 4 * (c.cluster_m - 1)
+            + 4 * c.cluster_k.saturating_sub(1)
             + u32::from(c.persistent)
             + u32::from(c.raster_group > 1)
             + 2 * (c.split_k - 1).min(4)
@@ -964,6 +1038,44 @@ mod tests {
         assert!(t.check(&p, &ppn, Arch::Sm90a).unwrap_err().reason.contains("persistent"));
         let ppfat = WgmmaConfig { bm: 128, ..pp };
         assert!(t.check(&p, &ppfat, Arch::Sm90a).unwrap_err().reason.contains("accumulators"));
+    }
+
+    #[test]
+    fn cluster_split_k_rules_launch_and_space() {
+        let t = WgmmaGemm::new(132);
+        let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+        let base = t.rung_config(&p, &DEFAULT_LADDER[0]);
+        let ck = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, stages: 4, persistent: false, tma_store: false, cluster_k: 2, ..base.clone() };
+        t.check(&p, &ck, Arch::Sm90a).unwrap();
+        // 64 tiles, two CTAs each; persistent: at most 66 pairs on 132 SMs.
+        assert_eq!(t.launch(&p, &ck).grid, [128, 1, 1]);
+        let wide = GemmProblem::nn(4096, 4096, 1024, DType::Bf16);
+        assert_eq!(t.launch(&wide, &WgmmaConfig { persistent: true, ..ck.clone() }).grid, [132, 1, 1]);
+        for (bad, word) in [
+            (WgmmaConfig { cluster_k: 3, ..ck.clone() }, "cluster_k=3"),
+            (WgmmaConfig { consumers: 1, ..ck.clone() }, "consumers=2"),
+            (WgmmaConfig { cluster_m: 2, ..ck.clone() }, "cluster_m=1"),
+            (WgmmaConfig { split_k: 2, ..ck.clone() }, "split_k=1"),
+            (WgmmaConfig { pingpong: true, persistent: true, ..ck.clone() }, "pingpong"),
+        ] {
+            let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
+            assert!(e.reason.contains(word), "{word}: {}", e.reason);
+        }
+        // Each CTA of the pair needs a k-block.
+        let one_kblock = GemmProblem::nn(1024, 1024, 64, DType::Bf16);
+        assert!(t.check(&one_kblock, &ck, Arch::Sm90a).unwrap_err().reason.contains("cluster_k=2 exceeds the 1 k-blocks"));
+        // The reduction buffer (one consumer's 64 accumulators x 128 threads) no longer fits
+        // beside 6 stages and the TMA-store boxes.
+        let fat = WgmmaConfig { stages: 6, tma_store: true, persistent: true, ..ck.clone() };
+        assert!(t.check(&p, &fat, Arch::Sm90a).unwrap_err().reason.contains("shared memory"));
+        // Unmeasured: only the experimental template offers them.
+        assert!(!t.space(&p, Arch::Sm90a).iter().any(|c| c.cluster_k > 1));
+        let x = WgmmaGemm { experimental: true, ..t };
+        let valid = x.valid_space(&p, Arch::Sm90a);
+        assert!(valid.iter().any(|c| c.cluster_k == 2 && c.tma_store && c.bm == 128 && c.bn == 128));
+        assert!(valid.iter().any(|c| c.cluster_k == 2 && c.split_n));
+        assert_eq!(x.space(&p, Arch::Sm90a).len(), t.space(&p, Arch::Sm90a).len() + x.experimental_space(&p, Arch::Sm90a).len());
+        assert!(x.space(&p, Arch::Sm90).is_empty());
     }
 
     #[test]

@@ -18,9 +18,9 @@
 //! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
-use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS};
+use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS, WARPGROUP};
 use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset, k16_slices, TmaBox};
-use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, DEVICE_HELPERS};
+use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, CLUSTER_K_HELPERS, DEVICE_HELPERS};
 use super::staging::{emit_prepass_fns, staging};
 use super::tma::{a_is_k_major, b_is_k_major, epi_box_cols};
 use crate::templates::codegen::CudaWriter;
@@ -266,7 +266,7 @@ fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
 /// so the tensor pipe no longer idles for the stores between tiles. The last unit stores after the
 /// loop.
 pub(crate) fn defers_epilogue(p: &GemmProblem, c: &WgmmaConfig) -> bool {
-    c.tma_store && !c.pingpong && c.split_k == 1 && p.epilogue.out_dtype.size_bytes() == 2
+    c.tma_store && !c.pingpong && c.split_k == 1 && c.cluster_k == 1 && p.epilogue.out_dtype.size_bytes() == 2
 }
 
 fn packed_name(mi: u32, ni: u32) -> String {
@@ -446,6 +446,11 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.constant("unsigned", "EPI_OFFSET", c.epi_offset());
         w.constant("unsigned", "EPI_BOX_BYTES", c.epi_box_bytes());
     }
+    if c.cluster_k > 1 {
+        w.constant("int", "CLUSTER_K", c.cluster_k);
+        w.constant("unsigned", "RED_OFFSET", c.red_offset());
+        w.constant("unsigned", "RED_BYTES", c.red_bytes());
+    }
 }
 
 /// The (inner, outer) TMA coordinates of box `b` of an operand whose M/N tile origin is `mn0`.
@@ -473,6 +478,7 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     w.line("int tm, tn, split, kb0, kb1;");
     w.line("unit_coords(u, tiles_mc, tiles_n, kblocks, tm, tn, split, kb0, kb1);");
+    emit_cluster_k_range(w, c);
     w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
     w.line("const int n0 = tn * BN;");
     let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
@@ -644,6 +650,9 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("int s = 0;");
     w.line("unsigned ph = 0;");
     w.line("int it = 0;");
+    if c.cluster_k > 1 {
+        w.line("unsigned rph = 0;");
+    }
     if c.split_k > 1 {
         emit_lean_unit_loop(w, ", ++it");
     } else {
@@ -651,6 +660,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     w.line("int tm, tn, split, kb0, kb1;");
     w.line("unit_coords(u, tiles_mc, tiles_n, kblocks, tm, tn, split, kb0, kb1);");
+    emit_cluster_k_range(w, c);
     if c.pingpong {
         w.comment("Ping-pong: odd units belong to the other consumer; step over their stages of the ring.");
         w.open("if ((it & 1) != cw)");
@@ -708,6 +718,9 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     emit_release(w, c, "prev");
     if c.split_k > 1 {
         emit_split_k_fixup(w, c);
+    }
+    if c.cluster_k > 1 {
+        emit_cluster_k_exchange(w, c);
     }
     if c.split_k > 1 {
         w.line("TOut* Cb = C + (long long)batch_now() * stride_c;");
@@ -848,6 +861,68 @@ fn emit_split_k_fixup(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.close("");
 }
 
+/// Cluster split-K: CTA `krank` of the pair keeps its half of the unit's k-blocks (check() keeps
+/// at least `cluster_k` of them, so neither half is empty). Nothing without cluster split-K.
+fn emit_cluster_k_range(w: &mut CudaWriter, c: &WgmmaConfig) {
+    if c.cluster_k > 1 {
+        w.line("{ const int mid = kb0 + (kb1 - kb0) / 2; if (krank == 0) kb1 = mid; else kb0 = mid; }");
+    }
+}
+
+/// Cluster split-K exchange, after a unit's mainloop (accumulators final, stages released):
+/// consumer `cw` of CTA `cw` owns its part of the tile. The other CTA's consumer `cw` (same
+/// fragment layout) waits until the owner has read out its previous partial, pushes its
+/// accumulators into the owner's reduction buffer with `st.async` (16 bytes per store, thread
+/// `t`'s q-th float4 at `(q * 128 + t) * 16`, completing RED_BYTES on the owner's `bar_red`) and
+/// goes on to its next unit. The owner arms `bar_red` for RED_BYTES, waits, adds the partial to
+/// its accumulators (the sum is the same whichever CTA finishes first), hands the buffer back
+/// (one remote arrival per warp on the sender's `bar_red + 8`) and falls through to the epilogue.
+/// Both waits acquire and the hand-back releases at cluster scope (once per unit, unlike the
+/// ring's per-k-block barriers): the buffer's data and its reuse cross CTAs.
+fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
+    let regs = c.wgmma_n / 2;
+    let step = 16 * WARPGROUP;
+    let quads: Vec<(String, u32)> = (0..c.m_iters())
+        .flat_map(|mi| (0..c.n_iters()).flat_map(move |ni| (0..regs / 4).map(move |q| (acc_name(mi, ni), q))))
+        .collect();
+    w.comment("Cluster split-K: consumer cw of CTA cw owns its part of the tile; the other CTA's consumer cw sends its partial.");
+    w.open("if ((unsigned)cw != krank)");
+    w.line("mbar_wait_cluster(bar_red + 8, rph ^ 1);");
+    w.line("const unsigned peer = krank ^ 1u;");
+    w.line("const unsigned rdst = mapa_peer(smem + RED_OFFSET + (unsigned)wtid * 16u, peer);");
+    w.line("const unsigned rbar = mapa_peer(bar_red, peer);");
+    for (i, (a, q)) in quads.iter().enumerate() {
+        w.line(format!(
+            "st_async_f4(rdst + {}u, rbar, {a}[{}], {a}[{}], {a}[{}], {a}[{}]);",
+            i as u32 * step,
+            4 * q,
+            4 * q + 1,
+            4 * q + 2,
+            4 * q + 3
+        ));
+    }
+    w.line("rph ^= 1;");
+    w.line("continue;");
+    w.close("");
+    w.line("if (wtid == 0) mbar_expect_tx(bar_red, RED_BYTES);");
+    w.line("mbar_wait_cluster(bar_red, rph);");
+    w.open("");
+    w.line("const unsigned rsrc = smem + RED_OFFSET + (unsigned)wtid * 16u;");
+    for (i, (a, q)) in quads.iter().enumerate() {
+        w.open("");
+        w.line(format!("const float4 v = ld_shared_f4(rsrc + {}u);", i as u32 * step));
+        w.line(format!("{a}[{}] += v.x;", 4 * q));
+        w.line(format!("{a}[{}] += v.y;", 4 * q + 1));
+        w.line(format!("{a}[{}] += v.z;", 4 * q + 2));
+        w.line(format!("{a}[{}] += v.w;", 4 * q + 3));
+        w.close("");
+    }
+    w.close("");
+    w.line("__syncwarp();");
+    w.line("if (lane == 0) mbar_arrive_release_cluster(bar_red + 8, krank ^ 1u);");
+    w.line("rph ^= 1;");
+}
+
 /// One arrival per consumer warpgroup on the `empty` barrier of stage `stage` in every CTA of the cluster.
 fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
     if c.cluster_m > 1 {
@@ -866,6 +941,9 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("");
     emit_constants(&mut w, p, c);
     w.lines(DEVICE_HELPERS);
+    if c.cluster_k > 1 {
+        w.lines(CLUSTER_K_HELPERS);
+    }
     emit_wgmma_fn(&mut w, c.wgmma_n, p.dtype, !a_is_k_major(p), !b_is_k_major(p));
     emit_epilogue_fns(&mut w, p);
     if c.tma_store {
@@ -878,7 +956,7 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("");
     let stage_params = if stage.any() { ",\n    TIn* stage_a, TIn* stage_b, int prepass" } else { "" };
     let tmc_param = if c.tma_store { ",\n    const __grid_constant__ TmaMap tmC" } else { "" };
-    let cluster_attr = if c.cluster_m > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_m) } else { String::new() };
+    let cluster_attr = if c.cluster_size() > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_size()) } else { String::new() };
     w.open(format!(
         "extern \"C\" __global__ void __launch_bounds__(THREADS, 1){cluster_attr} {entry}(\n    \
          const TIn* __restrict__ A, const TIn* __restrict__ B, TOut* C, const TOut* bias, const TOut* residual,\n    \
@@ -900,6 +978,9 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("const unsigned smem = (smem_u32(smem_raw) + 1023u) & ~1023u;");
     w.line("const unsigned bar_full = smem + BAR_OFFSET;");
     w.line("const unsigned bar_empty = bar_full + 8 * STAGES;");
+    if c.cluster_k > 1 {
+        w.line("const unsigned bar_red = bar_empty + 8 * STAGES;");
+    }
     w.line("const int wg = threadIdx.x / 128;");
     w.line("const int wtid = threadIdx.x % 128;");
     w.open("if (threadIdx.x == 0)");
@@ -907,6 +988,12 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("mbar_init(bar_full + 8 * s, 1);");
     w.line("mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_M);");
     w.close("");
+    if c.cluster_k > 1 {
+        w.comment("Cluster split-K: the reduction buffer's full (one arrival + RED_BYTES from the peer) and empty");
+        w.comment("(one arrival per warp of the peer's owner) barriers.");
+        w.line("mbar_init(bar_red, 1);");
+        w.line("mbar_init(bar_red + 8, 4);");
+    }
     w.line("fence_mbarrier_init();");
     w.line("prefetch_tmap(&tmA);");
     w.line("prefetch_tmap(&tmB);");
@@ -914,6 +1001,11 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     if c.cluster_m > 1 {
         w.line("cluster_sync();");
         w.line("const unsigned rank = cluster_ctarank();");
+    } else if c.cluster_k > 1 {
+        w.line("cluster_sync();");
+        w.comment("Cluster split-K: both CTAs work on the same tiles (rank 0 along M), krank picks the k-blocks.");
+        w.line("const unsigned krank = cluster_ctarank();");
+        w.line("const unsigned rank = 0;");
     } else {
         w.line("__syncthreads();");
         w.line("const unsigned rank = 0;");
@@ -924,15 +1016,16 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("const int num_units = tiles_mc * tiles_n * SPLIT_K;");
     w.line("const int kblocks = (K + BK - 1) / BK;");
     w.line("const int batch = blockIdx.z;");
-    w.line("const int cluster_id = blockIdx.x / CLUSTER_M;");
-    w.line("const int num_clusters = gridDim.x / CLUSTER_M;");
+    let cluster = if c.cluster_k > 1 { "CLUSTER_K" } else { "CLUSTER_M" };
+    w.line(format!("const int cluster_id = blockIdx.x / {cluster};"));
+    w.line(format!("const int num_clusters = gridDim.x / {cluster};"));
     w.open("if (wg == 0)");
     emit_producer(&mut w, p, c);
     w.close("");
     w.open("else");
     emit_consumer(&mut w, p, c);
     w.close("");
-    if c.cluster_m > 1 {
+    if c.cluster_size() > 1 {
         w.comment("No CTA may leave while its peer can still multicast into it or arrive on its barriers.");
         w.line("__syncwarp();");
         w.line("cluster_sync();");

@@ -79,6 +79,16 @@ pub struct WgmmaConfig {
     /// of 64 (whole 64-column swizzle boxes of an MN-major B) divisible by `wgmma_n`.
     #[serde(default)]
     pub split_n: bool,
+    /// Cluster split-K: a cluster of `cluster_k` CTAs (2) computes one tile, each CTA over its
+    /// share of the k-blocks, and the partial sums meet in distributed shared memory instead of
+    /// a global workspace: consumer `r` of CTA `r` owns its part of the tile, the other CTA's
+    /// consumer `r` pushes its fp32 accumulators into the owner's reduction buffer
+    /// (`st.async`, counted on an mbarrier), and the owner adds them and runs the epilogue.
+    /// Halves each CTA's k-blocks with a tile twice as large, so per-SM operand traffic per
+    /// FLOP drops where small grids would otherwise run small tiles. Needs `consumers == 2`,
+    /// `cluster_m == 1`, `split_k == 1`, no ping-pong. 1 = off.
+    #[serde(default = "one")]
+    pub cluster_k: u32,
 }
 
 fn one() -> u32 {
@@ -160,9 +170,37 @@ impl WgmmaConfig {
         self.stages * self.stage_bytes()
     }
 
+    /// Bytes of mbarriers: `full` and `empty` per stage, plus the reduction buffer's `full` and
+    /// `empty` with cluster split-K.
+    pub fn barrier_bytes(&self) -> u32 {
+        16 * self.stages + if self.cluster_k > 1 { 16 } else { 0 }
+    }
+
+    /// CTAs in one cluster: `cluster_m` (B multicast) times `cluster_k` (cluster split-K).
+    pub fn cluster_size(&self) -> u32 {
+        self.cluster_m.max(1) * self.cluster_k.max(1)
+    }
+
     /// Offset of the TMA-store epilogue boxes (1024-aligned for the 128-byte swizzle).
     pub fn epi_offset(&self) -> u32 {
-        (self.barrier_offset() + 16 * self.stages).div_ceil(1024) * 1024
+        (self.barrier_offset() + self.barrier_bytes()).div_ceil(1024) * 1024
+    }
+
+    /// Bytes of the cluster split-K reduction buffer: one consumer warpgroup's fp32
+    /// accumulators (0 without cluster split-K).
+    pub fn red_bytes(&self) -> u32 {
+        if self.cluster_k > 1 {
+            self.acc_regs() * 4 * WARPGROUP
+        } else {
+            0
+        }
+    }
+
+    /// Offset of the cluster split-K reduction buffer: after the epilogue boxes (or the
+    /// barriers), 128-byte aligned.
+    pub fn red_offset(&self) -> u32 {
+        let end = if self.tma_store { self.epi_offset() + self.epi_bytes() } else { self.barrier_offset() + self.barrier_bytes() };
+        end.next_multiple_of(128)
     }
 
     /// Bytes of one row of a TMA-store staging box: a 128-byte swizzle span when a consumer's
@@ -191,9 +229,11 @@ impl WgmmaConfig {
     }
 
     /// Dynamic shared memory the kernel needs: the ring, 2 mbarriers per stage, the epilogue
-    /// boxes (with `tma_store`) and alignment slack.
+    /// boxes (with `tma_store`), the reduction buffer (with cluster split-K) and alignment slack.
     pub fn smem_bytes(&self) -> u32 {
-        if self.tma_store {
+        if self.cluster_k > 1 {
+            self.red_offset() + self.red_bytes() + SMEM_ALIGN_SLACK
+        } else if self.tma_store {
             self.epi_offset() + self.epi_bytes() + SMEM_ALIGN_SLACK
         } else {
             self.barrier_offset() + 16 * self.stages + SMEM_ALIGN_SLACK
@@ -267,6 +307,9 @@ impl WgmmaConfig {
         if self.split_n {
             s.push_str("_sn");
         }
+        if self.cluster_k > 1 {
+            s.push_str(&format!("_ck{}", self.cluster_k));
+        }
         s
     }
 }
@@ -290,6 +333,7 @@ mod tests {
             pingpong: false,
             tma_store: false,
             split_n: false,
+            cluster_k: 1,
         }
     }
 
@@ -365,9 +409,28 @@ mod tests {
     }
 
     #[test]
+    fn cluster_split_k_adds_barriers_and_one_consumers_accumulators() {
+        let c = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, cluster_k: 2, ..big() };
+        assert_eq!(c.cluster_size(), 2);
+        assert_eq!(c.barrier_bytes(), 16 * 4 + 16);
+        assert_eq!(c.red_bytes(), 64 * 4 * 128, "64 accumulators per thread of one consumer");
+        assert_eq!(c.red_offset(), (c.barrier_offset() + c.barrier_bytes()).next_multiple_of(128));
+        assert_eq!(c.smem_bytes(), c.red_offset() + c.red_bytes() + 1024);
+        let ts = WgmmaConfig { tma_store: true, ..c.clone() };
+        assert_eq!(ts.red_offset(), ts.epi_offset() + ts.epi_bytes());
+        assert!(ts.red_offset() >= ts.barrier_offset() + ts.barrier_bytes());
+        assert!(c.tag().ends_with("_ck2"));
+        // Without it nothing moves.
+        let plain = WgmmaConfig { cluster_k: 1, ..c };
+        assert_eq!((plain.red_bytes(), plain.barrier_bytes(), plain.cluster_size()), (0, 16 * 4, 1));
+        assert!(!plain.tag().contains("_ck"));
+    }
+
+    #[test]
     fn old_configs_without_new_fields_deserialize() {
         let json = r#"{"bm":128,"bn":256,"bk":64,"consumers":2,"wgmma_n":256,"stages":4,"cluster_m":1,"persistent":true,"raster_group":8}"#;
         let c: WgmmaConfig = serde_json::from_str(json).unwrap();
         assert_eq!(c, big());
+        assert_eq!(c.cluster_k, 1);
     }
 }

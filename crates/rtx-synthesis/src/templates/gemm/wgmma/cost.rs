@@ -81,10 +81,12 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     let out_b = p.epilogue.out_dtype.size_bytes() as f64;
     let clk = dev.clock_hz();
     let sms = dev.sm_count.max(1);
-    let cl = c.cluster_m.max(1);
+    let cl = c.cluster_size();
     let split = c.split_k.max(1);
+    let ck = c.cluster_k.max(1);
     let kblocks = p.k.div_ceil(BLOCK_K).max(1);
-    let kb_unit = f64::from(kblocks.div_ceil(split));
+    // A CTA of a cluster split-K pair runs its half of the unit's k-blocks (the larger half).
+    let kb_unit = f64::from(kblocks.div_ceil(split).div_ceil(ck));
     let units = c.units(p.m, p.n) * u64::from(cl) * u64::from(p.batch.max(1));
 
     // One k-block of one unit (seconds).
@@ -95,7 +97,9 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     let t_smem = (operand_reads + stage) / SMEM_BYTES_PER_CLK / clk;
     let t_ingress = stage / L2_BYTES_PER_CLK_PER_SM / clk;
     let latency = LOAD_LATENCY_US * 1e-6;
-    let handshake = if cl > 1 { CLUSTER_HANDSHAKE_US * 1e-6 } else { 0.0 };
+    // The pair of a B-multicast cluster refills in lock step; cluster split-K CTAs meet only
+    // once per unit, in the exchange below.
+    let handshake = if c.cluster_m > 1 { CLUSTER_HANDSHAKE_US * 1e-6 } else { 0.0 };
     let t_ring = latency / f64::from(c.stages - 1);
     let t_kblock = soft_max(t_math, t_smem.max(t_ingress).max(t_ring) + handshake);
     let t_main = kb_unit * t_kblock;
@@ -113,6 +117,10 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
         // round trips: the fence + arrival atomic, then the first partial read.
         let partial = bm * bn * PARTIAL_BYTES;
         (partial + partial * f64::from(split - 1) / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + 2.0 * latency
+    } else if ck > 1 {
+        // Cluster split-K: one consumer's part of the tile (half of it) crosses to the peer SM,
+        // at most one L2-ingress worth of bytes per clock, then one load-to-use wait (unmeasured).
+        (bm * bn * PARTIAL_BYTES / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + latency
     } else {
         0.0
     };
@@ -165,6 +173,7 @@ mod tests {
             pingpong: false,
             tma_store: false,
             split_n: false,
+            cluster_k: 1,
         }
     }
 
@@ -241,6 +250,19 @@ mod tests {
         assert!(est(&p, &WgmmaConfig { wgmma_n: 128, ..wide.clone() }) > est(&p, &wide));
         // The model gives multicast no gain (none was measured): a cluster never ranks ahead.
         assert!(est(&p, &WgmmaConfig { cluster_m: 2, ..wide.clone() }) >= est(&p, &wide));
+    }
+
+    #[test]
+    fn cluster_split_k_halves_the_mainloop_and_pays_one_exchange() {
+        // 1024^3: 64 tiles of 128x128 on 132 SMs; the pair of a cluster split-K config runs 8
+        // k-blocks each on 128 SMs instead of 16 on 64.
+        let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+        let whole = WgmmaConfig { persistent: false, ..cfg(128, 128) };
+        let pair = WgmmaConfig { cluster_k: 2, ..whole.clone() };
+        assert!(est(&p, &pair) < est(&p, &whole));
+        // Where the tiles already fill the machine the exchange is pure cost.
+        let big = GemmProblem::nn(8192, 8192, 8192, DType::Bf16);
+        assert!(est(&big, &pair) > est(&big, &whole));
     }
 
     #[test]

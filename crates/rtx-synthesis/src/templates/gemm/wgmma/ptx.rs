@@ -102,6 +102,43 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
     w.close("");
 }
 
+/// Device helpers of the cluster split-K exchange (`cluster_k` 2): mapping a shared-memory
+/// offset into the peer CTA, the `st.async` push that completes transaction bytes on the peer's
+/// mbarrier, and a vector shared-memory load.
+pub const CLUSTER_K_HELPERS: &str = r#"// The address of shared-memory offset `addr` in CTA `cta` of this cluster.
+__device__ __forceinline__ unsigned mapa_peer(unsigned addr, unsigned cta) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(cta));
+  return r;
+}
+// Store 16 bytes at cluster address `dst` (another CTA's shared memory) and complete 16
+// transaction bytes on the mbarrier at cluster address `bar` in that CTA.
+__device__ __forceinline__ void st_async_f4(unsigned dst, unsigned bar, float a, float b, float c, float d) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%2, %3, %4, %5}, [%1];"
+               :: "r"(dst), "r"(bar), "r"(__float_as_uint(a)), "r"(__float_as_uint(b)), "r"(__float_as_uint(c)),
+                  "r"(__float_as_uint(d)) : "memory");
+}
+// Spin until the phase with parity `parity` of this CTA's mbarrier has completed, acquiring at
+// cluster scope: what the phase publishes was written (or read) by the peer CTA.
+__device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+// Arrive on the mbarrier at the same offset in CTA `cta`, releasing at cluster scope (this
+// thread's reads of the buffer the barrier guards are done before the peer writes it again).
+__device__ __forceinline__ void mbar_arrive_release_cluster(unsigned bar, unsigned cta) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}"
+               :: "r"(bar), "r"(cta) : "memory");
+}
+__device__ __forceinline__ float4 ld_shared_f4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr) : "memory");
+  return v;
+}"#;
+
 /// Device helpers every variant uses (verbatim PTX wrappers; no parameters).
 pub const DEVICE_HELPERS: &str = r#"// 128-byte opaque CUtensorMap (128-byte aligned as in CUDA 13 cuda.h), passed by value as a __grid_constant__ kernel parameter.
 struct __align__(128) TmaMap { unsigned long long v[16]; };

@@ -211,6 +211,7 @@ mod tests {
             pingpong: false,
             tma_store: false,
             split_n: false,
+            cluster_k: 1,
         }
     }
 
