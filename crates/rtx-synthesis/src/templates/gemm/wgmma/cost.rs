@@ -42,6 +42,10 @@ pub const LOAD_LATENCY_US: f64 = 0.7;
 /// over cluster 1 at 1024^3 (64x128 s8: 11.50 vs 10.24 us) and +0.6% at 4096^3 (128x256); the
 /// earlier `.release.cluster` arrivals cost ~0.4 us on every k-block.
 pub const CLUSTER_HANDSHAKE_US: f64 = 0.025;
+/// Wait of the cluster split-K exchange beyond its bytes, microseconds: the owner's mbarrier
+/// completes a shared-memory-to-shared-memory push from the peer SM. Unmeasured here; published
+/// Hopper microbenchmarks put an SM-to-SM access at roughly 200 cycles, about 0.1 us.
+pub const DSMEM_EXCHANGE_US: f64 = 0.15;
 /// Bytes per clock one SM's consumers store straight from the accumulator registers (4-byte
 /// pairs, 8 rows per warp instruction): the H200 saved 3.0-3.7 us per 128x256 bf16 tile
 /// (64 KiB) when the TMA-store epilogue replaced these stores (4096^3 and 4096^2 x 1000).
@@ -106,7 +110,8 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
 
     // Direct stores hold the consumers for the whole write; the TMA-store epilogue only for its
     // shared-memory writes, the copy draining behind the next unit (the last one is exposed).
-    let tile_out = bm * bn * out_b;
+    // A cluster split-K CTA stores only its owner's part of the tile.
+    let tile_out = bm * bn * out_b / f64::from(ck);
     let (t_epilogue, t_drain) = if c.tma_store {
         (tile_out / SMEM_BYTES_PER_CLK / clk, tile_out / L2_BYTES_PER_CLK_PER_SM / clk)
     } else {
@@ -119,8 +124,8 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
         (partial + partial * f64::from(split - 1) / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + 2.0 * latency
     } else if ck > 1 {
         // Cluster split-K: one consumer's part of the tile (half of it) crosses to the peer SM,
-        // at most one L2-ingress worth of bytes per clock, then one load-to-use wait (unmeasured).
-        (bm * bn * PARTIAL_BYTES / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + latency
+        // at most one L2-ingress worth of bytes per clock, plus the SM-to-SM wait (unmeasured).
+        (bm * bn * PARTIAL_BYTES / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + DSMEM_EXCHANGE_US * 1e-6
     } else {
         0.0
     };
