@@ -5,7 +5,8 @@
 # cluster); (2) exhaustive slices of the experimental configs at 1024^3 bf16 and f16 (128x128 and
 # 128x64 pairs; cuBLAS in the same process), and the 64x128 rung beside them as the control;
 # (3) guided tuning with --experimental at 1024^3 (40 s budget, as for issue 4's bar);
-# (4) the anchors and the GEMM suite at 512^3 / 1024^3 for the same-call ratio of the defaults.
+# (4) the anchors and the GEMM suite at 512^3 / 1024^3: the defaults' same-call ratio, and the
+# tuned rows (the tuning database now holds step 3's winners) in the suite's own protocol.
 # Run: B=$PWD/.devrun bash scripts/h200/callAQ.sh (about 7 minutes; timeout_s 540).
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callAQ.tgz . ; }
@@ -27,7 +28,7 @@ for d in bf16 f16; do
 done
 grep -E "^==|searched|#[1-5] |cuBLAS:|failed:|rc=" $R/slices.log | cut -c1-230
 for d in bf16 f16; do
-  timeout 60 $T gemm 1024x1024x1024 --dtype $d --layout nn --time-budget-s 40 --experimental --no-store > $R/tune_1024_$d.log 2>&1
+  timeout 60 $T gemm 1024x1024x1024 --dtype $d --layout nn --time-budget-s 40 --experimental > $R/tune_1024_$d.log 2>&1
   echo "tune 1024^3 $d rc=$?"; grep -E "searched|winner|^  [0-9.]+ us|rtx / cuBLAS|took" $R/tune_1024_$d.log | cut -c1-240 | head -5
   pack
 done
@@ -37,5 +38,5 @@ fi
 python3 $B/torch_anchors.py --only gemm --sizes 512,1024 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
 timeout 90 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes bf16,f16 \
   --gemm-shapes 512x512x512,1024x1024x1024 > $R/bench.log 2>&1; echo "bench rc=$?"
-grep -E "^\| rtx-wgmma-default " $R/bench.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
+grep -E "^\| rtx-(wgmma-default|tuned|nearest|dbdefault)" $R/bench.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-110
 pack
