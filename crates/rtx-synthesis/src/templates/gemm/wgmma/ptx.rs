@@ -120,12 +120,10 @@ __device__ __forceinline__ void st_async_f4(unsigned dst, unsigned bar, float a,
 }
 // Spin until the phase with parity `parity` of this CTA's mbarrier has completed, acquiring at
 // cluster scope: what the phase publishes was written (or read) by the peer CTA.
+// (The retry loop is in the PTX: labels inside the braces are local to each inlined copy.)
 __device__ __forceinline__ void mbar_wait_cluster(unsigned bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
+  asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}"
+               :: "r"(bar), "r"(parity) : "memory");
 }
 // Arrive on the mbarrier at the same offset in CTA `cta`, releasing at cluster scope (this
 // thread's reads of the buffer the barrier guards are done before the peer writes it again).
