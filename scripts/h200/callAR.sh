@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device call AR (prepared in session 10): experiment E2 against the base build, one lease.
-# E2 (callAR_E2.patch, built as $B/exp2/: a42ed5e + the patch) changes two things every
+# E2 (callAR_E2.patch, built as $B/exp2/: the base build + the patch) changes two things every
 # TMA-store kernel does, both as CUTLASS's sm90 epilogue does them: the prologue also prefetches
 # the C tensor map (tmC was fetched cold by the first store, at the end of the kernel), and the
 # last wait before the block exits waits for the staging boxes to be read
