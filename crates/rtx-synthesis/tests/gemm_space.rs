@@ -97,14 +97,17 @@ fn max_threads_per_sm(a: Arch) -> u64 {
     }
 }
 
-/// Shared memory of a wgmma config from the documented layout: `stages` x (bm + bn) rows of one
-/// 128-byte K span (64 f16/bf16 or 32 tf32 elements), 16 bytes of mbarriers per stage, 1 KiB
-/// alignment slack; with the TMA-store epilogue the ring is rounded up to 1 KiB and two 8 KiB
-/// boxes per consumer follow it.
+/// Shared memory of a wgmma config from the documented layout: `stages` x (bm + B rows) rows of
+/// one 128-byte K span (64 f16/bf16 or 32 tf32 elements; B's slot holds whole 64-column boxes,
+/// so `bn` 160 takes 192 rows), 16 bytes of mbarriers per stage, 1 KiB alignment slack; with the
+/// TMA-store epilogue the ring is rounded up to 1 KiB and two boxes per consumer follow it, each
+/// 64 rows of 128 bytes (64 where a consumer's columns are not a multiple of 64).
 fn wgmma_smem(c: &WgmmaConfig) -> u64 {
-    let ring = c.stages as u64 * (c.bm + c.bn) as u64 * 128 + 16 * c.stages as u64;
+    let ring = c.stages as u64 * (c.bm + c.bn.next_multiple_of(64)) as u64 * 128 + 16 * c.stages as u64;
     if c.tma_store {
-        ring.div_ceil(1024) * 1024 + c.consumers as u64 * 2 * 8192 + 1024
+        let cols = if c.split_n { c.bn / 2 } else { c.bn };
+        let span = if cols % 64 == 0 { 128 } else { 64 };
+        ring.div_ceil(1024) * 1024 + c.consumers as u64 * 2 * 64 * span + 1024
     } else {
         ring + 1024
     }
@@ -131,7 +134,8 @@ proptest! {
         let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
         let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
         let strides_ok = |inplace: bool, stride: u64, span: u64| !inplace || p.batch <= 1 || stride == 0 || (stride.is_multiple_of(4) && stride >= span);
-        let acc = if c.pingpong { c.bm } else { c.bm / c.consumers } / 64 * c.bn / 2;
+        let (rows, cols) = if c.split_n { (c.bm, c.bn / 2) } else if c.pingpong { (c.bm, c.bn) } else { (c.bm / c.consumers, c.bn) };
+        let acc = rows / 64 * cols / 2;
         let launch_regs = (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248);
         // Problem-independent config rules (tile/consumer/stage shapes) are re-stated in
         // tests/wgmma_check.rs; here: the tf32 problem rules, smem and the K-block bound.
