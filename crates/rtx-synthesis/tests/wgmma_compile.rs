@@ -425,8 +425,17 @@ fn cluster_split_k_compiles_without_spills() {
         assert_eq!(d.grid[0] % 2, 0, "{}: whole clusters", src.entry);
         compile_and_check(&t, &p, &c);
     }
-    // The PTX carries the cluster shape and the st.async pushes.
+    // A deterministic spread over the experimental space at 1024^3 (all 188 of its bf16 NN and
+    // f16 NT configs at raster group 1 compiled without spills on 2026-12-04).
+    let x = WgmmaGemm { experimental: true, ..t };
     let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
+    let valid: Vec<WgmmaConfig> = x.valid_space(&p, Arch::Sm90a).into_iter().filter(|c| c.cluster_k == 2 && c.raster_group == 1).collect();
+    assert!(valid.len() >= 50, "only {} cluster split-K configs at 1024^3", valid.len());
+    // An odd step, so the samples alternate between the epilogues (the space lists them in pairs).
+    for c in valid.iter().step_by((valid.len() / 10) | 1) {
+        compile_and_check(&x, &p, c);
+    }
+    // The PTX carries the cluster shape and the st.async pushes.
     let src = t.emit(&p, &ts(ck(cfg(128, 128, 2, 128, 4, 1))), Arch::Sm90a).unwrap();
     let ptx = ptx_of(&src.code);
     assert!(ptx.contains(".reqnctapercluster 2, 1, 1"));
