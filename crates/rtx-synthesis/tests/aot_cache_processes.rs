@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 /// Selects a child mode (`fill` or `warm`) when this binary is re-executed.
 const CHILD_ENV: &str = "RTX_AOT_TEST_CHILD";

@@ -4,8 +4,7 @@ use rtx_synthesis::aot::{compile, Compiled};
 use rtx_synthesis::templates::KernelSource;
 use rtx_synthesis::Arch;
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 fn source(entry: &str, code: &str, options: &[&str]) -> KernelSource {
     KernelSource {

@@ -9,8 +9,7 @@ use rtx_synthesis::templates::attention::{AttentionConfig, AttentionProblem, Att
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 /// Compiles one instance; `Err` describes the failure (so all failures are listed at once).
 fn compile_clean(p: &AttentionProblem, c: &AttentionConfig, arch: Arch) -> Result<String, String> {

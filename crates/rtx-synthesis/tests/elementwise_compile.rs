@@ -10,8 +10,7 @@ use rtx_synthesis::templates::elementwise::{
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 fn compile_clean(p: &ElementwiseProblem, c: &ElementwiseConfig, arch: Arch) {
     let t = ElementwiseTemplate;

@@ -7,8 +7,7 @@ use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout, MmaConfig,
 use rtx_synthesis::templates::{KernelSource, Template};
 use rtx_synthesis::{Arch, DType};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 /// Compiles `src` for `arch`, prints a resource line, asserts <= 255 registers and returns the usage.
 fn compile_and_report(src: &KernelSource, arch: Arch) -> ResourceUsage {

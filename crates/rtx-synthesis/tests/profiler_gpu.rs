@@ -6,7 +6,7 @@
 //! Skips with a printed reason without a GPU or without NVRTC.
 
 use rtx_runtime::Device;
-use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::aot::nvrtc_or_skip;
 use rtx_synthesis::profiler::{
     measure_profile, profile_device, profile_key, MeasureOptions, ProfileStore, Quantity,
 };
@@ -32,12 +32,7 @@ fn measures_every_ceiling_and_keeps_the_profile() {
         }
         Ok(_) => {}
     }
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP profiler_gpu: {e}");
-        assert!(
-            std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-            "RTX_REQUIRE_NVRTC is set but: {e}"
-        );
+    if !nvrtc_or_skip("profiler_gpu") {
         return;
     }
     let started = Instant::now();

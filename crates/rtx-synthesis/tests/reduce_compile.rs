@@ -7,8 +7,7 @@ use rtx_synthesis::templates::reduce::{RowConfig, RowProblem, RowReduceTemplate,
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 fn compile_clean(p: &RowProblem, c: &RowConfig, arch: Arch) {
     let t = RowReduceTemplate;

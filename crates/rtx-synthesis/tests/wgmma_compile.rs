@@ -7,8 +7,7 @@ use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
-mod nvrtc_support;
-use nvrtc_support::nvrtc_or_skip;
+use rtx_synthesis::aot::nvrtc_or_skip;
 
 /// The number after `key` on the ptxas line that names `entry` (e.g. "Used 168 registers").
 fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {

@@ -19,7 +19,7 @@ use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, Stream};
-use rtx_synthesis::aot::{self, Toolchain};
+use rtx_synthesis::aot::{self, nvrtc_or_skip};
 use rtx_synthesis::templates::gemm::reference::{activate, gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::synth::inputs::decode_output;
 use rtx_synthesis::templates::gemm::wgmma::{WgmmaBuffers, WgmmaConfig, WgmmaGemm};
@@ -782,9 +782,7 @@ fn gpu_cases_are_valid_problems() {
 #[test]
 fn split_k_and_pingpong_case_kernels_compile_without_spills() {
     // Needs NVRTC only: the GPU run must not be the first to compile these kernels.
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP split_k_and_pingpong_case_kernels_compile_without_spills: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+    if !nvrtc_or_skip("split_k_and_pingpong_case_kernels_compile_without_spills") {
         return;
     }
     let t = WgmmaGemm::default();
@@ -807,9 +805,7 @@ fn tf32_cases_cover_every_layout_and_compile_without_spills() {
         assert!(cases.iter().any(|c| c.p.layout_a == la && c.p.layout_b == lb && c.p.m == 1000 && c.p.k == 1000), "{la:?}{lb:?}");
     }
     assert!(cases.iter().any(|c| c.p.m == 4096 && c.p.n == 4096 && c.p.k == 4096));
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP tf32_cases_cover_every_layout_and_compile_without_spills: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+    if !nvrtc_or_skip("tf32_cases_cover_every_layout_and_compile_without_spills") {
         return;
     }
     for case in &cases {

@@ -824,7 +824,7 @@ impl Drop for KernelCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aot::toolchain::nvrtc_or_skip;
+    use crate::aot::nvrtc_or_skip;
     use proptest::prelude::*;
 
     fn kernel(i: usize) -> KernelSource {

@@ -31,4 +31,4 @@ pub use resources::{
     parse_ptxas_log, ptxas_report_in, resource_report, MissingPtxasReport, ResourceReport,
     ResourceSource, ResourceUsage,
 };
-pub use toolchain::{Toolchain, ToolchainError};
+pub use toolchain::{nvrtc_or_skip, Toolchain, ToolchainError};

@@ -98,7 +98,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aot::Toolchain;
 
     fn kernel(i: usize) -> KernelSource {
         KernelSource {
@@ -157,12 +156,7 @@ mod tests {
 
     #[test]
     fn parallel_results_match_serial_in_order() {
-        if let Err(e) = Toolchain::get() {
-            eprintln!("SKIP parallel_results_match_serial_in_order: {e}");
-            assert!(
-                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
-                "RTX_REQUIRE_NVRTC is set but: {e}"
-            );
+        if !crate::aot::nvrtc_or_skip("parallel_results_match_serial_in_order") {
             return;
         }
         let mut items: Vec<(KernelSource, Arch)> =

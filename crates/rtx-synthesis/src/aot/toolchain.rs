@@ -84,11 +84,12 @@ impl Toolchain {
     }
 }
 
-/// For unit tests that compile: true when NVRTC loads; otherwise prints `SKIP <test>: <why>`
-/// and returns false, or fails when `RTX_REQUIRE_NVRTC` is set (CI sets it). The integration
-/// tests have the same helper in `tests/nvrtc_support`.
-#[cfg(test)]
-pub(crate) fn nvrtc_or_skip(test: &str) -> bool {
+/// Test support for tests that compile (unit and integration tests of every crate): true when
+/// NVRTC and the CUDA headers load; otherwise prints `SKIP <test>: <why>` and returns false, or
+/// panics when `RTX_REQUIRE_NVRTC` is set (CI and `cargo xtask test` set it, so a missing
+/// toolchain there is an error, not a silent skip).
+#[doc(hidden)]
+pub fn nvrtc_or_skip(test: &str) -> bool {
     match Toolchain::get() {
         Ok(_) => true,
         Err(e) => {

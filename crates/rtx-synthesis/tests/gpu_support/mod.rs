@@ -5,7 +5,7 @@
 
 use half::{bf16, f16};
 use rtx_runtime::{Device, DeviceBuffer, Stream};
-use rtx_synthesis::aot::Toolchain;
+use rtx_synthesis::aot::nvrtc_or_skip;
 use rtx_synthesis::synth::inputs::decode_output;
 use rtx_synthesis::DType;
 
@@ -19,9 +19,7 @@ pub fn device_or_skip(test: &str) -> Option<Device> {
             return None;
         }
     }
-    if let Err(e) = Toolchain::get() {
-        eprintln!("SKIP {test}: {e}");
-        assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+    if !nvrtc_or_skip(test) {
         return None;
     }
     Some(Device::open(0).expect("a device is present but cannot be opened"))

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::aot::compile;
-use crate::aot::toolchain::nvrtc_or_skip;
+use crate::aot::nvrtc_or_skip;
 use crate::DType;
 
 /// Compiles `k` for `arch` and checks ptxas' report: an entry of that name, no spills, no stack,
