@@ -196,11 +196,19 @@ impl WgmmaConfig {
         }
     }
 
+    /// End of the ring, the barriers and (with `tma_store`) the epilogue boxes.
+    fn pipeline_end(&self) -> u32 {
+        if self.tma_store {
+            self.epi_offset() + self.epi_bytes()
+        } else {
+            self.barrier_offset() + self.barrier_bytes()
+        }
+    }
+
     /// Offset of the cluster split-K reduction buffer: after the epilogue boxes (or the
     /// barriers), 128-byte aligned.
     pub fn red_offset(&self) -> u32 {
-        let end = if self.tma_store { self.epi_offset() + self.epi_bytes() } else { self.barrier_offset() + self.barrier_bytes() };
-        end.next_multiple_of(128)
+        self.pipeline_end().next_multiple_of(128)
     }
 
     /// Bytes of one row of a TMA-store staging box: a 128-byte swizzle span when a consumer's
@@ -231,13 +239,8 @@ impl WgmmaConfig {
     /// Dynamic shared memory the kernel needs: the ring, 2 mbarriers per stage, the epilogue
     /// boxes (with `tma_store`), the reduction buffer (with cluster split-K) and alignment slack.
     pub fn smem_bytes(&self) -> u32 {
-        if self.cluster_k > 1 {
-            self.red_offset() + self.red_bytes() + SMEM_ALIGN_SLACK
-        } else if self.tma_store {
-            self.epi_offset() + self.epi_bytes() + SMEM_ALIGN_SLACK
-        } else {
-            self.barrier_offset() + 16 * self.stages + SMEM_ALIGN_SLACK
-        }
+        let end = if self.cluster_k > 1 { self.red_offset() + self.red_bytes() } else { self.pipeline_end() };
+        end + SMEM_ALIGN_SLACK
     }
 
     /// Registers per thread ptxas may use at launch with `__launch_bounds__(threads, 1)`.
