@@ -382,7 +382,8 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
     if filter.is_some() && !args.no_store {
         println!("--where searches a slice of the space: its winner is not stored in the tuning database");
     }
-    if args.filter.as_deref().is_some_and(|f| f.contains("cluster_k")) && !args.experimental {
+    // --experimental sets the variable; it may also come from the environment.
+    if args.filter.as_deref().is_some_and(|f| f.contains("cluster_k")) && !WgmmaGemm::for_env(1).experimental {
         println!("note: cluster_k configs are experimental (not yet measured on a GPU): add --experimental to search them");
     }
     let req = TuneRequest {
