@@ -1,6 +1,6 @@
 //! [`GemmGpuBackend`]: the tuner's [`TuneBackend`] for any [`GemmFamily`] on a real GPU.
 //!
-//! - `compile`: emit, then [`KernelCache`] (hits read from disk; `compile_many` compiles the
+//! - `compile`: emit, then [`crate::aot::KernelCache`] (hits read from disk; `compile_many` compiles the
 //!   misses of a batch in parallel with `get_or_compile_many`); ptxas' report becomes the
 //!   [`ResourceUsage`]. Compiling never touches the GPU, so a compile-only worker needs none.
 //! - `verify(config, seed)`: FRESH random A/B (and C/bias/residual when the epilogue reads them)
@@ -10,13 +10,13 @@
 //!   the f64 CPU reference, over the full output for small problems and a seeded sample (corners
 //!   included) for large ones. Any NaN in the output fails; the bound is
 //!   [`crate::DType::rel_tolerance`] of the input dtype.
-//! - `time(config, protocol)`: [`run_protocol_batched`] over event-timed single launches, enqueued
+//! - `time(config, protocol)`: [`crate::tuner::run_protocol_batched`] over event-timed single launches, enqueued
 //!   [`MeasureProtocol::pipeline`] at a time before one wait; between samples
 //!   (untimed) a `flush_bytes` scratch buffer is overwritten with `fill_u8` when `flush_l2` is
 //!   set, and input set `protocol.input_set(rep)` is used (`rotate_inputs` copies of A/B).
 //! - [`GemmGpuBackend::time_cublas`]: the cuBLAS baseline under the same protocol and inputs.
 //!
-//! Every wait on the GPU has a watchdog ([`GemmGpuBackend::with_watchdog`]): a kernel still
+//! Every wait on the GPU has a watchdog ([`GpuBackend::with_watchdog`]): a kernel still
 //! running after it fails with [`CandidateError::Timeout`] (which poisons the context). Runtime
 //! errors that are sticky (`RuntimeError::is_sticky`) become [`CandidateError::Fault`]; other
 //! runtime failures [`CandidateError::Unmeasurable`]. The context is created lazily on the first
@@ -25,24 +25,18 @@
 
 use super::buffers::{GemmBuffers, GemmLaunchError};
 use super::family::GemmFamily;
+pub use super::gpu_backend::runtime_failure;
+use super::gpu_backend::{compile_config, compile_configs, time_protocol, GpuBackend, GpuContext};
 use super::inputs::{decode_output, HostMatrix};
-use crate::aot::{CacheError, CachedKernel, KernelCache};
 use crate::templates::gemm::reference::{activate, rel_error};
 use crate::templates::gemm::{GemmProblem, Layout};
-use crate::templates::Template;
 use crate::tuner::{
-    run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask,
-    VerifyReport,
+    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
 };
 use crate::DType;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, EventPairs, Function, RuntimeError, Stream};
-use std::collections::HashMap;
-use std::marker::PhantomData;
-use std::ops::Range;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use rtx_runtime::{Blas, BlasDtype, BlasGemm, DeviceBuffer};
 
 /// Problems with at most this many multiply-adds are checked in full against the CPU reference.
 pub const CPU_FULL_CHECK_MACS: u64 = 1 << 27;
@@ -50,14 +44,6 @@ pub const CPU_FULL_CHECK_MACS: u64 = 1 << 27;
 pub const CPU_SAMPLE: usize = 2048;
 /// Seed of the timing inputs (values do not matter for speed, but they are not all zero).
 const TIMING_SEED: u64 = 0x7133_5eed;
-
-/// Where a GPU backend gets its device from.
-pub(crate) enum DeviceSource {
-    /// An already opened device.
-    Open(Device),
-    /// Open this ordinal on first GPU use.
-    Ordinal(usize),
-}
 
 /// Operands of one timing input set.
 struct TimingSet {
@@ -68,44 +54,17 @@ struct TimingSet {
     residual: Option<DeviceBuffer>,
 }
 
-/// The per-context state, created on first GPU use.
-struct GpuState {
-    device: Device,
-    stream: Stream,
-    /// Recorded and waited on by [`GpuState::sync`].
-    end: Event,
-    /// One start/end pair per sample of a timed batch.
-    pairs: EventPairs,
+/// What a GEMM backend keeps in its CUDA context beside the shared state: the timing input sets
+/// (and the problem they were made for) and the cuBLAS handle, created on first use.
+#[derive(Default)]
+pub struct GemmState {
     blas: Option<Blas>,
-    flush: Option<DeviceBuffer>,
     timing_problem: Option<GemmProblem>,
     timing: Vec<TimingSet>,
-    /// Loaded kernels by source fingerprint.
-    functions: HashMap<String, Arc<Function>>,
 }
 
 /// The GPU tuning backend for the GEMM family `F` (see the module docs).
-pub struct GemmGpuBackend<F: GemmFamily> {
-    source: DeviceSource,
-    cache: Arc<KernelCache>,
-    gpu: Mutex<Option<GpuState>>,
-    jobs: Option<usize>,
-    watchdog: Duration,
-    _family: PhantomData<fn() -> F>,
-}
-
-pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A runtime error as a candidate failure: sticky ones are faults.
-pub fn runtime_failure(op: &str, e: RuntimeError) -> CandidateError {
-    if e.is_sticky() {
-        CandidateError::Fault(format!("{op}: {e}"))
-    } else {
-        CandidateError::Unmeasurable(format!("{op}: {e}"))
-    }
-}
+pub type GemmGpuBackend<F> = GpuBackend<GemmState, F>;
 
 /// A launch error as a candidate failure.
 pub fn launch_failure(e: GemmLaunchError) -> CandidateError {
@@ -114,10 +73,6 @@ pub fn launch_failure(e: GemmLaunchError) -> CandidateError {
         GemmLaunchError::Runtime(r) => runtime_failure("launch", r),
         other => CandidateError::Unmeasurable(format!("launch refused: {other}")),
     }
-}
-
-fn compile_failure(e: CacheError) -> CandidateError {
-    CandidateError::Compile(e.to_string())
 }
 
 /// True when cuBLAS computes exactly this problem: no bias, activation or residual; output in
@@ -262,297 +217,49 @@ fn cpu_compare(p: &GemmProblem, x: &VerifyInputs, got: &[f64], seed: u64) -> (Ve
     (want, have)
 }
 
-fn alloc(g: &GpuState, bytes: usize) -> Result<DeviceBuffer, CandidateError> {
-    g.device.alloc(bytes.max(16), &g.stream).map_err(|e| runtime_failure("alloc", e))
-}
-
-fn upload(g: &GpuState, h: &HostMatrix) -> Result<DeviceBuffer, CandidateError> {
-    let mut buf = alloc(g, h.bytes().len())?;
-    buf.upload(h.bytes(), &g.stream).map_err(|e| runtime_failure("upload", e))?;
-    Ok(buf)
-}
-
-/// Waits for `ev` (already recorded) for at most `limit`.
-pub(crate) fn wait_event(ev: &Event, limit: Duration, what: &str) -> Result<(), CandidateError> {
-    let t0 = Instant::now();
-    loop {
-        match ev.query() {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(e) => return Err(runtime_failure(what, e)),
-        }
-        let waited = t0.elapsed();
-        if waited > limit {
-            return Err(CandidateError::Timeout {
-                after_ms: limit.as_millis() as u64,
-            });
-        }
-        if waited < Duration::from_millis(2) {
-            std::hint::spin_loop();
-        } else if waited < Duration::from_millis(50) {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-    }
-}
-
-/// What [`time_protocol`] times on: the context's event pairs, device and stream, and the L2
-/// flush buffer (allocated by the caller when the protocol flushes).
-pub(crate) struct TimingTarget<'a> {
-    pub pairs: &'a mut EventPairs,
-    pub device: &'a Device,
-    pub stream: &'a Stream,
-    pub flush: &'a mut Option<DeviceBuffer>,
-}
-
-/// Runs `protocol` ([`run_protocol_batched`]) over `timed(rep)`, which enqueues one repetition:
-/// each repetition of a batch gets the untimed L2 flush (when the protocol asks for one), then
-/// `timed(rep)` between the start and end event of its own pair; one wait on the batch's last
-/// end event (the watchdog `limit` counts per repetition) reads the times.
-pub(crate) fn time_protocol(
-    protocol: &MeasureProtocol,
-    target: TimingTarget<'_>,
-    limit: Duration,
-    what: &str,
-    mut timed: impl FnMut(u32) -> Result<(), CandidateError>,
-) -> Result<TimingStats, CandidateError> {
-    let TimingTarget { pairs, device, stream, flush } = target;
-    run_protocol_batched(protocol, |reps: Range<u32>| {
-        let n = reps.len();
-        pairs.ensure(device, n).map_err(|e| runtime_failure("creating events", e))?;
-        for (slot, rep) in reps.enumerate() {
-            if let (true, Some(fl)) = (protocol.flush_l2, flush.as_mut()) {
-                fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
-            }
-            let (start, end) = pairs
-                .pair(slot)
-                .ok_or_else(|| CandidateError::Unmeasurable(format!("no event pair {slot}")))?;
-            start.record(stream).map_err(|e| runtime_failure("event", e))?;
-            timed(rep)?;
-            end.record(stream).map_err(|e| runtime_failure("event", e))?;
-        }
-        if let Some((_, last)) = n.checked_sub(1).and_then(|i| pairs.pair(i)) {
-            wait_event(last, limit.saturating_mul(n as u32), what)?;
-        }
-        pairs.elapsed_us(n).map_err(|e| runtime_failure("event timing", e))
-    })
-}
-
-/// Resource use of `entry` in a compiled kernel (zeros when ptxas reported none).
-fn resource_usage(entry: &str, k: &CachedKernel) -> ResourceUsage {
-    k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
-}
-
-/// [`TuneBackend::compile`] of the GPU backends: emit, compile through `cache`, report resources.
-pub(crate) fn compile_config<T: Template>(
-    cache: &KernelCache,
-    task: &TuneTask<'_, T>,
-    config: &T::Config,
-) -> Result<ResourceUsage, CandidateError> {
-    let src = task.template.emit(task.problem, config, task.arch)?;
-    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-    Ok(resource_usage(&src.entry, &k))
-}
-
-/// [`TuneBackend::compile_many`] of the GPU backends: every config emitted (a refused one is
-/// reported at once), then compiled through `cache` on `jobs` NVRTC instances; a panicking
-/// compiler fails the batch's configs instead of the tuning run.
-pub(crate) fn compile_configs<T: Template>(
-    cache: &KernelCache,
-    jobs: usize,
-    task: &TuneTask<'_, T>,
-    configs: &[T::Config],
-    sink: &CompileSink<'_>,
-) {
-    let mut items = Vec::with_capacity(configs.len());
-    let mut index = Vec::with_capacity(configs.len());
-    for (i, c) in configs.iter().enumerate() {
-        match task.template.emit(task.problem, c, task.arch) {
-            Ok(src) => {
-                items.push((src, task.arch));
-                index.push(i);
-            }
-            Err(v) => sink.emit(i, Err(v.into())),
-        }
-    }
-    if items.is_empty() || sink.is_cancelled() {
-        return;
-    }
-    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cache.get_or_compile_many(&items, Some(jobs))));
-    match results {
-        Ok(results) => {
-            for ((i, (src, _)), r) in index.iter().zip(&items).zip(results) {
-                sink.emit(*i, r.map(|k| resource_usage(&src.entry, &k)).map_err(compile_failure));
-            }
-        }
-        Err(_) => {
-            for i in index {
-                sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into())));
-            }
-        }
-    }
-}
-
-/// The loaded kernel of `config` on `device` (compiled through `cache`, loaded once per context:
-/// `functions` holds the context's kernels by source fingerprint).
-pub(crate) fn load_function<T: Template>(
-    cache: &KernelCache,
-    device: &Device,
-    functions: &mut HashMap<String, Arc<Function>>,
-    task: &TuneTask<'_, T>,
-    config: &T::Config,
-) -> Result<Arc<Function>, CandidateError> {
-    let src = task.template.emit(task.problem, config, task.arch)?;
-    let key = src.fingerprint().to_hex().to_string();
-    if let Some(f) = functions.get(&key) {
-        return Ok(f.clone());
-    }
-    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-    let module = device.load_module(&k.cubin).map_err(|e| runtime_failure("loading the module", e))?;
-    let f = Arc::new(module.function(&src.entry).map_err(|e| runtime_failure("finding the kernel", e))?);
-    functions.insert(key, f.clone());
-    Ok(f)
-}
-
-impl DeviceSource {
-    /// The device: the opened one, or `Device::open` of the ordinal (a fault when it fails).
-    pub(crate) fn open(&self) -> Result<Device, CandidateError> {
-        match self {
-            DeviceSource::Open(d) => Ok(d.clone()),
-            DeviceSource::Ordinal(o) => Device::open(*o).map_err(|e| CandidateError::Fault(format!("opening CUDA device {o}: {e}"))),
-        }
-    }
-}
-
-impl GpuState {
-    fn create(source: &DeviceSource) -> Result<GpuState, CandidateError> {
-        let device = source.open()?;
-        let fail = |op: &str, e: RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
-        let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
-        let end = Event::new(&device).map_err(|e| fail("creating an event", e))?;
-        Ok(GpuState {
-            device,
-            stream,
-            end,
-            pairs: EventPairs::new(),
-            blas: None,
-            flush: None,
-            timing_problem: None,
-            timing: Vec::new(),
-            functions: HashMap::new(),
-        })
-    }
-
+impl GpuContext<GemmState> {
+    /// The context's cuBLAS handle, created on first use.
     fn blas(&mut self) -> Result<&Blas, CandidateError> {
-        if self.blas.is_none() {
-            self.blas = Some(Blas::new(&self.device, &self.stream).map_err(|e| runtime_failure("creating a cuBLAS handle", e))?);
+        if self.op.blas.is_none() {
+            self.op.blas = Some(Blas::new(&self.device, &self.stream).map_err(|e| runtime_failure("creating a cuBLAS handle", e))?);
         }
-        self.blas
+        self.op
+            .blas
             .as_ref()
             .ok_or_else(|| CandidateError::Unmeasurable("no cuBLAS handle".into()))
     }
 
-    /// Records `end` on the stream and waits for it under the watchdog.
-    fn sync(&self, limit: Duration, what: &str) -> Result<(), CandidateError> {
-        self.end.record(&self.stream).map_err(|e| runtime_failure(what, e))?;
-        wait_event(&self.end, limit, what)
-    }
-
-    fn ensure_flush(&mut self, bytes: usize) -> Result<(), CandidateError> {
-        if self.flush.as_ref().is_some_and(|f| f.len() >= bytes) {
-            return Ok(());
-        }
-        self.flush = None;
-        self.flush = Some(alloc(self, bytes)?);
-        Ok(())
-    }
-
     fn ensure_timing_inputs(&mut self, p: &GemmProblem, sets: usize) -> Result<(), CandidateError> {
-        if self.timing_problem.as_ref() == Some(p) && self.timing.len() == sets {
+        if self.op.timing_problem.as_ref() == Some(p) && self.op.timing.len() == sets {
             return Ok(());
         }
-        self.timing.clear();
-        self.timing_problem = None;
+        self.op.timing.clear();
+        self.op.timing_problem = None;
         let (ea, eb, ec) = p.buffer_elems();
         let out = p.epilogue.out_dtype;
         for s in 0..sets as u64 {
             let seed = TIMING_SEED.wrapping_add(s * 0x1000);
-            let a = upload(self, &HostMatrix::seeded(seed, ea as usize, p.dtype, 1.0))?;
-            let b = upload(self, &HostMatrix::seeded(seed + 1, eb as usize, p.dtype, 1.0))?;
-            let mut c = alloc(self, ec as usize * out.size_bytes())?;
+            let a = self.upload(&HostMatrix::seeded(seed, ea as usize, p.dtype, 1.0))?;
+            let b = self.upload(&HostMatrix::seeded(seed + 1, eb as usize, p.dtype, 1.0))?;
+            let mut c = self.alloc(ec as usize * out.size_bytes())?;
             c.fill_u8(0, &self.stream).map_err(|e| runtime_failure("fill", e))?;
             let bias = match p.epilogue.bias {
-                true => Some(upload(self, &HostMatrix::seeded(seed + 2, p.n as usize, out, 1.0))?),
+                true => Some(self.upload(&HostMatrix::seeded(seed + 2, p.n as usize, out, 1.0))?),
                 false => None,
             };
             let residual = match p.epilogue.residual {
-                true => Some(upload(self, &HostMatrix::seeded(seed + 3, ec as usize, out, 1.0))?),
+                true => Some(self.upload(&HostMatrix::seeded(seed + 3, ec as usize, out, 1.0))?),
                 false => None,
             };
-            self.timing.push(TimingSet { a, b, c, bias, residual });
+            self.op.timing.push(TimingSet { a, b, c, bias, residual });
         }
         self.stream.synchronize().map_err(|e| runtime_failure("timing inputs", e))?;
-        self.timing_problem = Some(*p);
+        self.op.timing_problem = Some(*p);
         Ok(())
     }
 }
 
 impl<F: GemmFamily> GemmGpuBackend<F> {
-    /// A backend on an opened device, compiling through `cache`.
-    pub fn with_device(device: Device, cache: Arc<KernelCache>) -> Self {
-        Self::from_source(DeviceSource::Open(device), cache)
-    }
-
-    /// A backend that opens device `ordinal` on first GPU use (a compile-only worker never does).
-    pub fn new(ordinal: usize, cache: Arc<KernelCache>) -> Self {
-        Self::from_source(DeviceSource::Ordinal(ordinal), cache)
-    }
-
-    fn from_source(source: DeviceSource, cache: Arc<KernelCache>) -> Self {
-        GemmGpuBackend {
-            source,
-            cache,
-            gpu: Mutex::new(None),
-            jobs: None,
-            watchdog: Duration::from_secs(20),
-            _family: PhantomData,
-        }
-    }
-
-    /// Sets how long one launch may run before it counts as hung (default 20 s).
-    pub fn with_watchdog(mut self, limit: Duration) -> Self {
-        self.watchdog = limit;
-        self
-    }
-
-    /// Sets how many NVRTC compiles run at once (default [`crate::aot::default_jobs`]).
-    pub fn with_compile_jobs(mut self, jobs: usize) -> Self {
-        self.jobs = Some(jobs.max(1));
-        self
-    }
-
-    /// The kernel cache it compiles through.
-    pub fn cache(&self) -> &Arc<KernelCache> {
-        &self.cache
-    }
-
-    fn with_gpu<R>(&self, f: impl FnOnce(&mut GpuState) -> Result<R, CandidateError>) -> Result<R, CandidateError> {
-        let mut guard = lock(&self.gpu);
-        if guard.is_none() {
-            *guard = Some(GpuState::create(&self.source)?);
-        }
-        match guard.as_mut() {
-            Some(g) => f(g),
-            None => Err(CandidateError::Fault("no GPU state".into())),
-        }
-    }
-
-    /// The loaded kernel of `config` (compiled through the cache, loaded once per context).
-    fn function(&self, g: &mut GpuState, task: &TuneTask<'_, F>, config: &F::Config) -> Result<Arc<Function>, CandidateError> {
-        load_function(&self.cache, &g.device, &mut g.functions, task, config)
-    }
-
     /// Times cuBLAS on `problem` under `protocol`, with the same inputs, flush and event timing as
     /// the candidates. Fails with [`CandidateError::Unmeasurable`] when cuBLAS cannot express the
     /// epilogue ([`cublas_supports`]).
@@ -561,26 +268,15 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
             return Err(CandidateError::Unmeasurable(format!("cuBLAS cannot compute {problem:?}")));
         }
         let c_f32 = problem.epilogue.out_dtype == DType::F32 && matches!(problem.dtype, DType::F16 | DType::Bf16);
-        let limit = self.watchdog;
+        let limit = self.watchdog();
         self.with_gpu(|g| {
             g.ensure_timing_inputs(problem, protocol.rotate_inputs.max(1))?;
-            if protocol.flush_l2 {
-                g.ensure_flush(protocol.flush_bytes)?;
-            }
             g.blas()?;
-            let GpuState {
-                device,
-                stream,
-                pairs,
-                blas,
-                flush,
-                timing,
-                ..
-            } = g;
+            let (target, op) = g.timing_target(protocol)?;
+            let GemmState { blas, timing, .. } = op;
             let blas = blas
                 .as_ref()
                 .ok_or_else(|| CandidateError::Unmeasurable("no cuBLAS handle".into()))?;
-            let target = TimingTarget { pairs, device, stream, flush };
             time_protocol(protocol, target, limit, "cuBLAS", |rep| {
                 let set = &timing[protocol.input_set(rep) % timing.len()];
                 blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
@@ -592,38 +288,38 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
 
 impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
     fn compile(&self, task: &TuneTask<'_, F>, config: &F::Config) -> Result<ResourceUsage, CandidateError> {
-        compile_config(&self.cache, task, config)
+        compile_config(self.cache(), task, config)
     }
 
     fn compile_many(&self, task: &TuneTask<'_, F>, configs: &[F::Config], sink: &CompileSink<'_>) {
-        compile_configs(&self.cache, self.compile_parallelism(), task, configs, sink)
+        compile_configs(self.cache(), self.compile_jobs(), task, configs, sink)
     }
 
     fn compile_parallelism(&self) -> usize {
-        self.jobs.unwrap_or_else(crate::aot::default_jobs)
+        self.compile_jobs()
     }
 
     fn verify(&self, task: &TuneTask<'_, F>, config: &F::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
         let p = task.problem;
-        let limit = self.watchdog;
+        let limit = self.watchdog();
         let x = VerifyInputs::draw(p, seed);
         let (_, _, ec) = p.buffer_elems();
         let out = p.epilogue.out_dtype;
         let bound = p.dtype.rel_tolerance();
         self.with_gpu(|g| {
             let f = self.function(g, task, config)?;
-            let da = upload(g, &x.a)?;
-            let db = upload(g, &x.b)?;
+            let da = g.upload(&x.a)?;
+            let db = g.upload(&x.b)?;
             let mut dc = match &x.c {
-                Some(c) => upload(g, c)?,
+                Some(c) => g.upload(c)?,
                 None => {
-                    let mut buf = alloc(g, ec as usize * out.size_bytes())?;
+                    let mut buf = g.alloc(ec as usize * out.size_bytes())?;
                     buf.fill_u8(0xFF, &g.stream).map_err(|e| runtime_failure("poisoning C", e))?;
                     buf
                 }
             };
-            let dbias = x.bias.as_ref().map(|h| upload(g, h)).transpose()?;
-            let dres = x.residual.as_ref().map(|h| upload(g, h)).transpose()?;
+            let dbias = x.bias.as_ref().map(|h| g.upload(h)).transpose()?;
+            let dres = x.residual.as_ref().map(|h| g.upload(h)).transpose()?;
             {
                 let mut bufs = GemmBuffers {
                     a: &da,
@@ -650,12 +346,12 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                 // cuBLAS on the same device inputs; fp32 output for 16-bit inputs (a tighter reference).
                 let dref = match &x.c {
                     Some(c) => {
-                        let mut buf = alloc(g, ec as usize * 4)?;
+                        let mut buf = g.alloc(ec as usize * 4)?;
                         buf.upload(&c.to_f32(), &g.stream).map_err(|e| runtime_failure("upload", e))?;
                         buf
                     }
                     None => {
-                        let mut buf = alloc(g, ec as usize * 4)?;
+                        let mut buf = g.alloc(ec as usize * 4)?;
                         buf.fill_u8(0xFF, &g.stream)
                             .map_err(|e| runtime_failure("poisoning the reference", e))?;
                         buf
@@ -679,22 +375,12 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
 
     fn time(&self, task: &TuneTask<'_, F>, config: &F::Config, protocol: &MeasureProtocol) -> Result<TimingStats, CandidateError> {
         let p = task.problem;
-        let limit = self.watchdog;
+        let limit = self.watchdog();
         self.with_gpu(|g| {
             let f = self.function(g, task, config)?;
             g.ensure_timing_inputs(p, protocol.rotate_inputs.max(1))?;
-            if protocol.flush_l2 {
-                g.ensure_flush(protocol.flush_bytes)?;
-            }
-            let GpuState {
-                device,
-                stream,
-                pairs,
-                flush,
-                timing,
-                ..
-            } = g;
-            let target = TimingTarget { pairs, device, stream, flush };
+            let (target, op) = g.timing_target(protocol)?;
+            let (stream, timing) = (target.stream, &mut op.timing);
             time_protocol(protocol, target, limit, f.name(), |rep| {
                 let n = timing.len();
                 let TimingSet { a, b, c, bias, residual } = &mut timing[protocol.input_set(rep) % n];
@@ -716,6 +402,7 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rtx_runtime::RuntimeError;
     use crate::templates::gemm::reference::{gemm_f64, GemmRefInputs};
     use crate::templates::gemm::{Activation, Epilogue};
 

@@ -1,9 +1,9 @@
 //! [`MemoryGpuBackend`]: the tuner's [`TuneBackend`] for the memory-bound templates (fused
-//! elementwise graphs, softmax / LayerNorm / RMSNorm rows) on a real GPU, built like
-//! [`super::GemmGpuBackend`] and sharing its helpers (device source, watchdog waits, failure
-//! mapping):
+//! elementwise graphs, softmax / LayerNorm / RMSNorm rows) on a real GPU: a
+//! [`super::GpuBackend`] like [`super::GemmGpuBackend`] (device source, lazy context, watchdog
+//! waits, failure mapping), with [`MemoryState`] beside its context:
 //!
-//! - `compile`: emit, then [`KernelCache`] (`compile_many` compiles a batch's misses in parallel
+//! - `compile`: emit, then [`crate::aot::KernelCache`] (`compile_many` compiles a batch's misses in parallel
 //!   with `get_or_compile_many`); ptxas' report becomes the [`ResourceUsage`]. No GPU needed.
 //! - `verify(config, seed)`: FRESH random inputs drawn from `seed` (uniform in `[-1, 1)`, rounded
 //!   to each tensor's dtype), every output poisoned with `0xFF` bytes (NaN) before the run,
@@ -22,12 +22,9 @@
 //! dozen configs: [`MemoryOp::tune_space`]); its name, version and code are the template's, so
 //! its tuning-database entries serve the bare template.
 
-use super::backend::{
-    compile_config, compile_configs, load_function, lock, runtime_failure, time_protocol, wait_event, DeviceSource, TimingTarget,
-};
+use super::gpu_backend::{compile_config, compile_configs, runtime_failure, time_protocol, GpuBackend, GpuContext};
 use super::family::cap_evenly;
 use super::inputs::HostMatrix;
-use crate::aot::KernelCache;
 use crate::templates::elementwise::expr::{round_to, Node, UnaryOp};
 use crate::templates::elementwise::reference::eval_point;
 use crate::templates::elementwise::{
@@ -43,11 +40,7 @@ use crate::tuner::{
 use crate::{Arch, DType};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rtx_runtime::{Device, DeviceBuffer, Event, EventPairs, Function, Stream};
-use std::collections::HashMap;
-use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use rtx_runtime::{DeviceBuffer, Function, Stream};
 
 /// Random points checked per elementwise output (plus the four corners).
 pub const EW_SAMPLE_POINTS: usize = 4096;
@@ -526,179 +519,65 @@ struct TimingSet {
     outputs: Vec<DeviceBuffer>,
 }
 
-/// The per-context state, created on first GPU use.
-struct MemState {
-    device: Device,
-    stream: Stream,
-    /// Recorded and waited on by [`MemState::sync`].
-    end: Event,
-    /// One start/end pair per sample of a timed batch.
-    pairs: EventPairs,
-    flush: Option<DeviceBuffer>,
-    /// Debug form of the problem the timing sets were made for.
+/// What a memory-op backend keeps in its CUDA context beside the shared state: the timing input
+/// sets and (the debug form of) the problem they were made for.
+#[derive(Default)]
+pub struct MemoryState {
     timing_problem: Option<String>,
     timing: Vec<TimingSet>,
-    /// Loaded kernels by source fingerprint.
-    functions: HashMap<String, Arc<Function>>,
 }
 
-impl MemState {
-    fn create(source: &DeviceSource) -> Result<MemState, CandidateError> {
-        let device = source.open()?;
-        let fail = |op: &str, e: rtx_runtime::RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
-        let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
-        let end = Event::new(&device).map_err(|e| fail("creating an event", e))?;
-        Ok(MemState {
-            device,
-            stream,
-            end,
-            pairs: EventPairs::new(),
-            flush: None,
-            timing_problem: None,
-            timing: Vec::new(),
-            functions: HashMap::new(),
-        })
-    }
-
-    fn alloc(&self, bytes: u64) -> Result<DeviceBuffer, CandidateError> {
-        self.device
-            .alloc((bytes as usize).max(16), &self.stream)
-            .map_err(|e| runtime_failure("alloc", e))
-    }
-
-    fn upload(&self, h: &HostMatrix) -> Result<DeviceBuffer, CandidateError> {
-        let mut buf = self.alloc(h.bytes().len() as u64)?;
-        buf.upload(h.bytes(), &self.stream).map_err(|e| runtime_failure("upload", e))?;
-        Ok(buf)
-    }
-
+impl GpuContext<MemoryState> {
     /// Output buffers, poisoned with `0xFF` bytes (NaN in every float format).
     fn poisoned_outputs(&self, specs: &[TensorSpec]) -> Result<Vec<DeviceBuffer>, CandidateError> {
         specs
             .iter()
             .map(|s| {
-                let mut b = self.alloc(s.bytes())?;
+                let mut b = self.alloc(s.bytes() as usize)?;
                 b.fill_u8(0xFF, &self.stream).map_err(|e| runtime_failure("poisoning an output", e))?;
                 Ok(b)
             })
             .collect()
     }
 
-    fn sync(&self, limit: Duration, what: &str) -> Result<(), CandidateError> {
-        self.end.record(&self.stream).map_err(|e| runtime_failure(what, e))?;
-        wait_event(&self.end, limit, what)
-    }
-
-    fn ensure_flush(&mut self, bytes: usize) -> Result<(), CandidateError> {
-        if self.flush.as_ref().is_some_and(|f| f.len() >= bytes) {
-            return Ok(());
-        }
-        self.flush = None;
-        self.flush = Some(self.alloc(bytes as u64)?);
-        Ok(())
-    }
-
     fn ensure_timing(&mut self, key: String, ins: &[TensorSpec], outs: &[TensorSpec], sets: usize) -> Result<(), CandidateError> {
-        if self.timing_problem.as_ref() == Some(&key) && self.timing.len() == sets {
+        if self.op.timing_problem.as_ref() == Some(&key) && self.op.timing.len() == sets {
             return Ok(());
         }
-        self.timing.clear();
-        self.timing_problem = None;
+        self.op.timing.clear();
+        self.op.timing_problem = None;
         for s in 0..sets as u64 {
             let host = draw_inputs(ins, TIMING_SEED.wrapping_add(s * 0x1000));
             let inputs = host.iter().map(|h| self.upload(h)).collect::<Result<Vec<_>, _>>()?;
             let outputs = self.poisoned_outputs(outs)?;
-            self.timing.push(TimingSet { inputs, outputs });
+            self.op.timing.push(TimingSet { inputs, outputs });
         }
         self.stream.synchronize().map_err(|e| runtime_failure("timing inputs", e))?;
-        self.timing_problem = Some(key);
+        self.op.timing_problem = Some(key);
         Ok(())
     }
 }
 
 /// The GPU tuning backend for a memory-bound template `T` (see the module docs).
-pub struct MemoryGpuBackend<T: MemoryOp> {
-    source: DeviceSource,
-    cache: Arc<KernelCache>,
-    gpu: Mutex<Option<MemState>>,
-    jobs: Option<usize>,
-    watchdog: Duration,
-    _template: PhantomData<fn() -> T>,
-}
-
-impl<T: MemoryOp> MemoryGpuBackend<T> {
-    /// A backend on an opened device, compiling through `cache`.
-    pub fn with_device(device: Device, cache: Arc<KernelCache>) -> Self {
-        Self::from_source(DeviceSource::Open(device), cache)
-    }
-
-    /// A backend that opens device `ordinal` on first GPU use (compiling never does).
-    pub fn new(ordinal: usize, cache: Arc<KernelCache>) -> Self {
-        Self::from_source(DeviceSource::Ordinal(ordinal), cache)
-    }
-
-    fn from_source(source: DeviceSource, cache: Arc<KernelCache>) -> Self {
-        MemoryGpuBackend {
-            source,
-            cache,
-            gpu: Mutex::new(None),
-            jobs: None,
-            watchdog: Duration::from_secs(20),
-            _template: PhantomData,
-        }
-    }
-
-    /// Sets how long one launch may run before it counts as hung (default 20 s).
-    pub fn with_watchdog(mut self, limit: Duration) -> Self {
-        self.watchdog = limit;
-        self
-    }
-
-    /// Sets how many NVRTC compiles run at once (default [`crate::aot::default_jobs`]).
-    pub fn with_compile_jobs(mut self, jobs: usize) -> Self {
-        self.jobs = Some(jobs.max(1));
-        self
-    }
-
-    /// The kernel cache it compiles through.
-    pub fn cache(&self) -> &Arc<KernelCache> {
-        &self.cache
-    }
-
-    fn with_gpu<R>(&self, f: impl FnOnce(&mut MemState) -> Result<R, CandidateError>) -> Result<R, CandidateError> {
-        let mut guard = lock(&self.gpu);
-        if guard.is_none() {
-            *guard = Some(MemState::create(&self.source)?);
-        }
-        match guard.as_mut() {
-            Some(g) => f(g),
-            None => Err(CandidateError::Fault("no GPU state".into())),
-        }
-    }
-
-    /// The loaded kernel of `config` (compiled through the cache, loaded once per context).
-    fn function(&self, g: &mut MemState, task: &TuneTask<'_, T>, config: &T::Config) -> Result<Arc<Function>, CandidateError> {
-        load_function(&self.cache, &g.device, &mut g.functions, task, config)
-    }
-}
+pub type MemoryGpuBackend<T> = GpuBackend<MemoryState, T>;
 
 impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
     fn compile(&self, task: &TuneTask<'_, T>, config: &T::Config) -> Result<ResourceUsage, CandidateError> {
-        compile_config(&self.cache, task, config)
+        compile_config(self.cache(), task, config)
     }
 
     fn compile_many(&self, task: &TuneTask<'_, T>, configs: &[T::Config], sink: &CompileSink<'_>) {
-        compile_configs(&self.cache, self.compile_parallelism(), task, configs, sink)
+        compile_configs(self.cache(), self.compile_jobs(), task, configs, sink)
     }
 
     fn compile_parallelism(&self) -> usize {
-        self.jobs.unwrap_or_else(crate::aot::default_jobs)
+        self.compile_jobs()
     }
 
     fn verify(&self, task: &TuneTask<'_, T>, config: &T::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
         let t = task.template;
         let p = task.problem;
-        let limit = self.watchdog;
+        let limit = self.watchdog();
         let (in_specs, out_specs) = t.tensors(p);
         let host = draw_inputs(&in_specs, seed);
         self.with_gpu(|g| {
@@ -736,24 +615,14 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
     fn time(&self, task: &TuneTask<'_, T>, config: &T::Config, protocol: &MeasureProtocol) -> Result<TimingStats, CandidateError> {
         let t = task.template;
         let p = task.problem;
-        let limit = self.watchdog;
+        let limit = self.watchdog();
         let (in_specs, out_specs) = t.tensors(p);
         let sets = timing_sets(t.bytes_moved(p), protocol);
         self.with_gpu(|g| {
             let f = self.function(g, task, config)?;
             g.ensure_timing(format!("{}:{p:?}", t.name()), &in_specs, &out_specs, sets)?;
-            if protocol.flush_l2 {
-                g.ensure_flush(protocol.flush_bytes)?;
-            }
-            let MemState {
-                device,
-                stream,
-                pairs,
-                flush,
-                timing,
-                ..
-            } = g;
-            let target = TimingTarget { pairs, device, stream, flush };
+            let (target, op) = g.timing_target(protocol)?;
+            let (stream, timing) = (target.stream, &mut op.timing);
             time_protocol(protocol, target, limit, f.name(), |rep| {
                 let n = timing.len();
                 let set = &mut timing[rep as usize % n];

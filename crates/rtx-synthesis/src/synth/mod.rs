@@ -18,7 +18,9 @@
 //!
 //! - [`gemm`](mod@gemm): [`GemmSpec`], family selection, [`GemmKernel`].
 //! - [`family`]: the [`GemmFamily`] trait every GEMM template implements; [`CappedSpace`].
-//! - [`backend`]: [`GemmGpuBackend`], the tuner's GPU backend.
+//! - [`gpu_backend`]: [`GpuBackend`], what the tuner's GPU backends share (lazy context,
+//!   watchdog, timing loop, compiling through the kernel cache).
+//! - [`backend`]: [`GemmGpuBackend`], the GEMM families' GPU backend.
 //! - [`buffers`]: [`GemmBuffers`] and launch-time size checks.
 //! - [`tune`](mod@tune): [`TuneRequest`], [`GemmTuneReport`].
 //! - [`memory`](mod@memory): tuning-database lookup and tuning of the memory-bound ops
@@ -31,12 +33,14 @@ pub mod buffers;
 pub mod error;
 pub mod family;
 pub mod gemm;
+pub mod gpu_backend;
 pub mod inputs;
 pub mod memory;
 pub mod memory_backend;
 pub mod tune;
 
 pub use backend::GemmGpuBackend;
+pub use gpu_backend::GpuBackend;
 pub use buffers::{GemmBuffers, GemmLaunchError};
 pub use error::{FamilyRejection, SynthError};
 pub use family::{CappedSpace, ConfigFilter, GemmFamily};
