@@ -27,8 +27,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// What CI runs: the tests (same as `test`).
+    /// What CI runs: the tests (same as `test`), then `docs`.
     Ci,
+    /// Build the workspace's API docs; any rustdoc warning (a broken intra-doc link) fails.
+    Docs,
     /// Run the benchmark suites (GPU when present, the CPU-side compile suite otherwise).
     Bench {
         /// Re-measure the GPU's ceilings (profiler micro-benchmarks) and replace the saved
@@ -68,7 +70,8 @@ enum Cmd {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Test { args } => test::run(&args),
-        Cmd::Ci => test::run(&[]),
+        Cmd::Ci => test::run(&[]).and_then(|()| test::docs()),
+        Cmd::Docs => test::docs(),
         Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
         Cmd::GpuBundle { out } => gpu_bundle::run(&out),
         Cmd::Tune { args } => tune::run(&args),

@@ -1,7 +1,7 @@
 //! `cargo xtask test`: the README's test command.
 
 use crate::cuda_env;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::process::Command;
 
 /// Installs NVRTC when missing, then runs the whole workspace's tests with it required
@@ -14,4 +14,22 @@ pub fn run(args: &[String]) -> Result<()> {
         cmd.env("CARGO_BUILD_JOBS", std::thread::available_parallelism().map_or(2, |n| n.get()).to_string());
     }
     cuda_env::run_with(&env, cmd, "cargo test --workspace")
+}
+
+/// `cargo doc --workspace --no-deps` with rustdoc warnings denied, so a renamed item cannot
+/// leave a dangling link in the API docs.
+pub fn docs() -> Result<()> {
+    let flags = match std::env::var("RUSTDOCFLAGS") {
+        Ok(f) if !f.trim().is_empty() => format!("{f} -D warnings"),
+        _ => "-D warnings".to_string(),
+    };
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(crate::root())
+        .args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", flags)
+        .status()?;
+    if !status.success() {
+        bail!("cargo doc --workspace --no-deps failed ({status}): see rustdoc's warnings above");
+    }
+    Ok(())
 }

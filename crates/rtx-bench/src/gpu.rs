@@ -22,7 +22,7 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-/// Why no GPU is used, in words (for "No CUDA GPU found (<reason>)").
+/// Why no GPU is used, in words (for `No CUDA GPU found (<reason>)`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct NoGpu(pub String);

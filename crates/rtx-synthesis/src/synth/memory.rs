@@ -1,7 +1,7 @@
 //! The memory-bound ops in the user API: look the config of a fused elementwise graph or a row
 //! op (softmax / LayerNorm / RMSNorm) up in the tuning database (exact / nearest shape bucket /
 //! default, traced as for GEMM), and tune one on the device ([`Synth::tune_elementwise`],
-//! [`Synth::tune_rows`]) through the same [`Tuner`], [`MeasureProtocol`] and database as GEMM,
+//! [`Synth::tune_rows`]) through the same [`Tuner`], [`crate::tuner::MeasureProtocol`] and database as GEMM,
 //! with [`MemoryGpuBackend`] over the bounded [`MemorySpace`].
 
 use super::gemm::source_name;

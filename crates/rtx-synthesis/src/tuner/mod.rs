@@ -10,7 +10,7 @@
 //! - [`worker`]: fault isolation in worker processes ([`WorkerBackend`], [`worker_main`]).
 //! - [`key`] and [`db`]: the persistent tuning database and its keys.
 //! - [`gpu_lock`]: one measuring process per GPU at a time ([`GpuLock`]).
-//! - [`replay`]: strategies replayed over recorded timing tables.
+//! - [`mod@replay`]: strategies replayed over recorded timing tables.
 //!
 //! ```no_run
 //! # use rtx_synthesis::tuner::*;

@@ -4,7 +4,7 @@
 //! "step-time reduction").
 //!
 //! Both plans are verified on sampled output rows of the first and last sequence against the
-//! f64 reference ([`reference`]) before they are timed; a plan that fails is a failed row.
+//! f64 reference ([`mod@reference`]) before they are timed; a plan that fails is a failed row.
 //!
 //! Before timing, the fused plan's four GEMMs are tuned in-process when the tuning database has
 //! no exact entry for them and the run is not `--quick`: `RTX_LAYER_TUNE_S` seconds each

@@ -6,7 +6,7 @@
 //! - [`config`]: the tunable parameters (block_m, block_n, warps, stages).
 //! - [`template`]: the [`crate::templates::Template`] implementation.
 //! - [`device`]: the CUDA C++ of the kernel.
-//! - [`reference`]: the f64 CPU reference.
+//! - [`mod@reference`]: the f64 CPU reference.
 //! - [`launch`]: build and checked launches on a device.
 
 pub mod config;

@@ -5,7 +5,7 @@
 //! - [`config`]: the tunable parameters.
 //! - [`template`]: the [`crate::templates::Template`] implementation (CUDA C++ emission).
 //! - [`presets`]: named graphs (bias + GELU, SiLU gate, an 8-op chain).
-//! - [`reference`]: the f64 CPU reference and the element-by-element comparison.
+//! - [`mod@reference`]: the f64 CPU reference and the element-by-element comparison.
 //! - [`device`]: device code shared with the row-reduction templates.
 //! - [`host_emulation`]: a C++ shim that runs the generated kernels as CPU fibers (logic tests).
 //! - [`launch`]: build (emit + NVRTC + load) and checked launches on a device.

@@ -1,7 +1,7 @@
 //! GEMM templates: `C = act(alpha * op(A) op(B) + beta * C + bias) + residual`, fp32 accumulation.
 //!
 //! - [`problem`]: the operation signature shared by every GEMM template.
-//! - [`reference`]: an f64 CPU reference used to verify GPU results.
+//! - [`mod@reference`]: an f64 CPU reference used to verify GPU results.
 //! - [`space`]: typed configs, derived geometry and constraint checks of the SIMT / mma templates.
 //! - [`prelude`]: device code shared by the templates (conversions, cp.async, epilogue).
 //! - [`simt`]: fp32 CUDA-core GEMM (sm_70+).

@@ -35,7 +35,7 @@
 //! transpose immediates: both operands must be K-major in shared memory. Row-major A and
 //! column-major B (NT) are read in place; an M/N-major tf32 operand (column-major A, row-major
 //! B: NN, TN, TT) is transposed into a K-major staging buffer by a pre-pass launch of the same
-//! kernel ([`staging`]), which such kernels take as three extra trailing parameters
+//! kernel ([`mod@staging`]), which such kernels take as three extra trailing parameters
 //! `TIn* stage_a, TIn* stage_b, int prepass`. [`WgmmaGemm::enqueue`] issues both launches, so
 //! the transpose is part of the GEMM's time. (The alternative, rejecting those layouts so the
 //! mma.sync family serves them, runs at ~0.37x cuBLAS on the H200; the transpose costs one read
@@ -60,7 +60,7 @@
 //! - [`layout`]: where each TMA box lands and where each wgmma descriptor points (model-checked).
 //! - [`ptx`]: inline-PTX helpers, descriptor encoding, the `wgmma.mma_async` wrapper built from N.
 //! - [`codegen`]: the kernel source. [`tma`]: tensor-map descriptions. [`host`]: [`WgmmaGemm::enqueue`].
-//! - [`staging`]: the tf32 transpose pre-pass (which operands, the staging buffer, its code).
+//! - [`mod@staging`]: the tf32 transpose pre-pass (which operands, the staging buffer, its code).
 
 pub mod codegen;
 pub mod config;
@@ -248,7 +248,7 @@ impl WgmmaGemm {
     }
 
     /// Bytes of the staging buffer `p` needs (the K-major copies of its M/N-major tf32
-    /// operands; 0 for f16/bf16 and for tf32 NT). See [`staging`].
+    /// operands; 0 for f16/bf16 and for tf32 NT). See [`mod@staging`].
     pub fn staging_bytes(p: &GemmProblem) -> u64 {
         staging::staging_bytes(p)
     }

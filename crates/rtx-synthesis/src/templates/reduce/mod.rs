@@ -6,7 +6,7 @@
 //!   register-cached or looped).
 //! - [`template`]: the [`crate::templates::Template`] implementation.
 //! - [`device`]: the shuffle / shared-memory reduction helpers.
-//! - [`reference`]: the f64 CPU reference.
+//! - [`mod@reference`]: the f64 CPU reference.
 //! - [`launch`]: build and checked launches on a device.
 
 pub mod config;

@@ -15,7 +15,7 @@
 //!
 //! tf32 kernels read both operands K-major (m64nNk8, no transpose immediates); when the problem
 //! has an M/N-major tf32 operand the kernel also carries the staging pre-pass
-//! ([`super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
+//! ([`mod@super::staging`]): three extra trailing parameters `stage_a, stage_b, prepass`, and a
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
 use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS, WARPGROUP};

@@ -1,7 +1,7 @@
 //! Host side of the wgmma GEMM: encodes the two rank-3 TMA tensor maps, opts the kernel in to
 //! its dynamic shared memory and launches it with the common GEMM arguments plus the maps (for a
 //! tf32 problem with an M/N-major operand: the staging pre-pass first, then the GEMM, both in
-//! stream order; see [`super::staging`]).
+//! stream order; see [`mod@super::staging`]).
 //!
 //! The rank-3 maps are encoded here with `cuTensorMapEncodeTiled` directly because the runtime
 //! only wraps rank-2 maps (`rtx_runtime::encode_tensor_map_2d`); move this into the runtime once
