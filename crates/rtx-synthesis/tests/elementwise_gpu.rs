@@ -31,7 +31,7 @@ use rtx_synthesis::templates::elementwise::{
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 mod gpu_support;
-use gpu_support::{encode, gpu_or_skip, poisoned, unguard, upload_at, HostTensor, GUARD};
+use gpu_support::{encode, gpu_or_skip, poisoned, report_case, unguard, upload_at, HostTensor, GUARD};
 
 
 /// Lowest storage precision anywhere in the graph decides the tolerance.
@@ -490,16 +490,7 @@ fn elementwise_kernels_match_the_f64_reference() {
         for &(rows, cols) in &c.shapes {
             for &off in &c.offsets {
                 let name = format!("{} {rows}x{cols} offset{off} ({:?})", c.name, k.config);
-                match run_one(&dev, &s, k, c, rows, cols, off, &mut rng) {
-                    Ok(worst) => println!("PASS {name}: worst scaled error {worst:.2e}"),
-                    Err(e) => {
-                        println!("FAIL {name}: {e}");
-                        failures += 1;
-                        if e.starts_with("kernel:") {
-                            panic!("{name}: the context is unusable after a kernel fault: {e}");
-                        }
-                    }
-                }
+                report_case(&name, run_one(&dev, &s, k, c, rows, cols, off, &mut rng), &mut failures);
             }
         }
     }

@@ -126,3 +126,20 @@ pub fn unguard(all: &[u8], dtype: DType, offset: usize, n: usize) -> Result<Vec<
     }
     Ok(decode_output(&all[offset..end], dtype))
 }
+
+/// Prints `PASS {name}: worst scaled error ...` or `FAIL {name}: {error}` for one case of a
+/// case table, counting failures; panics when the error came from the kernel (a fault leaves the
+/// context unusable, so the cases after it would fail for the wrong reason).
+#[allow(dead_code)]
+pub fn report_case(name: &str, result: Result<f64, String>, failures: &mut usize) {
+    match result {
+        Ok(worst) => println!("PASS {name}: worst scaled error {worst:.2e}"),
+        Err(e) => {
+            println!("FAIL {name}: {e}");
+            *failures += 1;
+            if e.starts_with("kernel:") {
+                panic!("{name}: the context is unusable after a kernel fault: {e}");
+            }
+        }
+    }
+}

@@ -827,38 +827,32 @@ fn emit_split_k_fixup(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.line("if (arrived != SPLIT_K - 1) continue;");
     w.line("__threadfence();");
     w.comment("acc = slice 0, then += slices 1.. in order (the accumulators are dead after the store, so they are the sums).");
-    for mi in 0..c.m_iters() {
-        for ni in 0..c.n_iters() {
-            let q0 = (mi * c.n_iters() + ni) * regs / 4;
-            let a = acc_name(mi, ni);
-            w.line("#pragma unroll");
-            w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
-            w.line(format!("const float4 v = __ldcg(wt + ({q0} + q) * 32);"));
-            w.line(format!("{a}[4 * q] = v.x;"));
-            w.line(format!("{a}[4 * q + 1] = v.y;"));
-            w.line(format!("{a}[4 * q + 2] = v.z;"));
-            w.line(format!("{a}[4 * q + 3] = v.w;"));
-            w.close("");
-        }
-    }
+    emit_read_slice(w, c, "wt", "=");
     w.open("for (int k = 1; k < SPLIT_K; ++k)");
     w.line("const float4* wk = wt + k * slice_f4;");
+    emit_read_slice(w, c, "wk", "+=");
+    w.close("");
+    w.close("");
+}
+
+/// Every accumulator `op` (`=` or `+=`) its values in the split-K slice at `slice` (this lane's
+/// float4s, the layout [`emit_split_k_fixup`] stores).
+fn emit_read_slice(w: &mut CudaWriter, c: &WgmmaConfig, slice: &str, op: &str) {
+    let regs = c.wgmma_n / 2;
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
             let q0 = (mi * c.n_iters() + ni) * regs / 4;
             let a = acc_name(mi, ni);
             w.line("#pragma unroll");
             w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
-            w.line(format!("const float4 v = __ldcg(wk + ({q0} + q) * 32);"));
-            w.line(format!("{a}[4 * q] += v.x;"));
-            w.line(format!("{a}[4 * q + 1] += v.y;"));
-            w.line(format!("{a}[4 * q + 2] += v.z;"));
-            w.line(format!("{a}[4 * q + 3] += v.w;"));
+            w.line(format!("const float4 v = __ldcg({slice} + ({q0} + q) * 32);"));
+            for (i, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                let idx = if i == 0 { "4 * q".to_string() } else { format!("4 * q + {i}") };
+                w.line(format!("{a}[{idx}] {op} v.{lane};"));
+            }
             w.close("");
         }
     }
-    w.close("");
-    w.close("");
 }
 
 /// Cluster split-K: CTA `krank` of the pair keeps its half of the unit's k-blocks (check() keeps
