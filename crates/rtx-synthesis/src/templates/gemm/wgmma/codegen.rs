@@ -741,8 +741,9 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             emit_tma_store_epilogue(w, p, c);
             w.close(""); // units
         }
-        w.comment("Each warp's last boxes must be read out of shared memory before the block exits.");
-        w.line("if (lane == 0) bulk_wait<0>();");
+        w.comment("Each warp's last boxes must be read out of shared memory before the block exits (the global");
+        w.comment("writes complete with the grid, as CUTLASS's store tail relies on).");
+        w.line("if (lane == 0) bulk_wait_read<0>();");
         return;
     }
     w.comment("Epilogue straight from the fragments: a consumer whose whole part of the tile lies inside C");
@@ -991,6 +992,9 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("fence_mbarrier_init();");
     w.line("prefetch_tmap(&tmA);");
     w.line("prefetch_tmap(&tmB);");
+    if c.tma_store {
+        w.line("prefetch_tmap(&tmC);");
+    }
     w.close("");
     if c.cluster_m > 1 {
         w.line("cluster_sync();");
