@@ -152,8 +152,8 @@ struct GemmArgs {
     /// '{"bm":64,"cluster_m":2}'. The winner of such a slice is not stored.
     #[arg(long = "where")]
     filter: Option<String>,
-    /// Also search the configs no GPU has measured yet (today: wgmma cluster split-K,
-    /// '{"cluster_k":2}'); sets RTX_EXPERIMENTAL=1 for this run and its workers.
+    /// Also search the configs kept out of the default space (today: wgmma cluster split-K,
+    /// '{"cluster_k":2}', slower than the rungs where measured); sets RTX_EXPERIMENTAL=1 for this run and its workers.
     #[arg(long)]
     experimental: bool,
 }
@@ -384,7 +384,7 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
     }
     // --experimental sets the variable; it may also come from the environment.
     if args.filter.as_deref().is_some_and(|f| f.contains("cluster_k")) && !WgmmaGemm::for_env(1).experimental {
-        println!("note: cluster_k configs are experimental (not yet measured on a GPU): add --experimental to search them");
+        println!("note: cluster_k configs are experimental (kept out of the default space: slower than the rungs on the H200 so far): add --experimental to search them");
     }
     let req = TuneRequest {
         strategy,

@@ -124,8 +124,9 @@ const SPACE_STAGES: [u32; 8] = [2, 3, 4, 5, 6, 8, 10, 12];
 pub struct WgmmaGemm {
     /// SMs of the target device: the persistent launch starts at most this many blocks.
     pub sm_count: u32,
-    /// Also offer the configs no GPU has measured yet ([`WgmmaGemm::experimental_space`]: cluster
-    /// split-K) in [`Template::space`]. Off by default; [`EXPERIMENTAL_ENV`] turns it on for
+    /// Also offer the configs kept out of the default space ([`WgmmaGemm::experimental_space`]:
+    /// cluster split-K, correct on the H200 but slower than the rungs at 1024^3) in
+    /// [`Template::space`]. Off by default; [`EXPERIMENTAL_ENV`] turns it on for
     /// [`WgmmaGemm::for_env`] (the tuner's and `rtx-tune --experimental`'s template).
     pub experimental: bool,
 }
@@ -168,8 +169,8 @@ impl WgmmaGemm {
         WgmmaGemm { experimental: std::env::var(EXPERIMENTAL_ENV).is_ok_and(|v| v.trim() == "1"), ..WgmmaGemm::new(sm_count) }
     }
 
-    /// Configs the template supports but no GPU has measured yet, offered by [`Template::space`]
-    /// only with [`WgmmaGemm::experimental`]: cluster split-K (`cluster_k` 2) with two consumers
+    /// Configs the template supports but keeps out of the default space (none has won a
+    /// measurement), offered by [`Template::space`] only with [`WgmmaGemm::experimental`]: cluster split-K (`cluster_k` 2) with two consumers
     /// splitting rows or columns, every ring depth, both launch modes and epilogues. `check`
     /// filters them like the rest of the space.
     pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
