@@ -28,7 +28,7 @@ echo "ncu: ${NCU:-none}"
 export RTX_NVRTC_LINEINFO=1
 for cl in 1 2; do
   w="{\"bm\":64,\"bn\":128,\"consumers\":1,\"stages\":8,\"tma_store\":true,\"wgmma_n\":128,\"raster_group\":1,\"cluster_m\":$cl}"
-  timeout 100 $NCU --clock-control none -k "regex:^rtx_wgmma" --launch-skip 4 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
+  timeout 100 $NCU --clock-control none -k "regex:^rtx_wgmma.*_cl${cl}_" --launch-skip 4 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section SourceCounters --section LaunchStats --export $R/prof_cl$cl -f \
     $T gemm 1024x1024x4096 --dtype bf16 --layout nn --strategy exhaustive --where "$w" --no-store > $R/ncu_cl$cl.log 2>&1
   echo "ncu cl$cl rc=$?"
