@@ -153,7 +153,8 @@ struct GemmArgs {
     #[arg(long = "where")]
     filter: Option<String>,
     /// Also search the configs kept out of the default space (today: wgmma cluster split-K,
-    /// '{"cluster_k":2}', slower than the rungs where measured); sets RTX_EXPERIMENTAL=1 for this run and its workers.
+    /// '{"cluster_k":2}', slower than the rungs where measured); sets RTX_EXPERIMENTAL=1 for
+    /// this run and its workers.
     #[arg(long)]
     experimental: bool,
 }

@@ -170,9 +170,9 @@ impl WgmmaGemm {
     }
 
     /// Configs the template supports but keeps out of the default space (none has won a
-    /// measurement), offered by [`Template::space`] only with [`WgmmaGemm::experimental`]: cluster split-K (`cluster_k` 2) with two consumers
-    /// splitting rows or columns, every ring depth, both launch modes and epilogues. `check`
-    /// filters them like the rest of the space.
+    /// measurement), offered by [`Template::space`] only with [`WgmmaGemm::experimental`]:
+    /// cluster split-K (`cluster_k` 2) with two consumers splitting rows or columns, every ring
+    /// depth, both launch modes and epilogues. `check` filters them like the rest of the space.
     pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
         let mut v = Vec::new();
         if arch != Arch::Sm90a {
@@ -1069,7 +1069,7 @@ mod tests {
         // beside 6 stages and the TMA-store boxes.
         let fat = WgmmaConfig { stages: 6, tma_store: true, persistent: true, ..ck.clone() };
         assert!(t.check(&p, &fat, Arch::Sm90a).unwrap_err().reason.contains("shared memory"));
-        // Unmeasured: only the experimental template offers them.
+        // Slower where measured (call AQ): only the experimental template offers them.
         assert!(!t.space(&p, Arch::Sm90a).iter().any(|c| c.cluster_k > 1));
         let x = WgmmaGemm { experimental: true, ..t };
         let valid = x.valid_space(&p, Arch::Sm90a);

@@ -847,12 +847,16 @@ fn emit_read_slice(w: &mut CudaWriter, c: &WgmmaConfig, slice: &str, op: &str) {
             w.line("#pragma unroll");
             w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
             w.line(format!("const float4 v = __ldcg({slice} + ({q0} + q) * 32);"));
-            for (i, lane) in ["x", "y", "z", "w"].iter().enumerate() {
-                let idx = if i == 0 { "4 * q".to_string() } else { format!("4 * q + {i}") };
-                w.line(format!("{a}[{idx}] {op} v.{lane};"));
-            }
+            emit_unpack_f4(w, &a, op, |i| if i == 0 { "4 * q".to_string() } else { format!("4 * q + {i}") });
             w.close("");
         }
+    }
+}
+
+/// `acc[idx(i)] op v.{x,y,z,w}` for the four lanes `i` of the float4 `v` just loaded.
+fn emit_unpack_f4(w: &mut CudaWriter, acc: &str, op: &str, idx: impl Fn(usize) -> String) {
+    for (i, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+        w.line(format!("{acc}[{}] {op} v.{lane};", idx(i)));
     }
 }
 
@@ -906,10 +910,7 @@ fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
     for (i, (a, q)) in quads.iter().enumerate() {
         w.open("");
         w.line(format!("const float4 v = ld_shared_f4(rsrc + {}u);", i as u32 * step));
-        w.line(format!("{a}[{}] += v.x;", 4 * q));
-        w.line(format!("{a}[{}] += v.y;", 4 * q + 1));
-        w.line(format!("{a}[{}] += v.z;", 4 * q + 2));
-        w.line(format!("{a}[{}] += v.w;", 4 * q + 3));
+        emit_unpack_f4(w, a, "+=", |j| (4 * q + j as u32).to_string());
         w.close("");
     }
     w.close("");
