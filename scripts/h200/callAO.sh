@@ -10,12 +10,15 @@
 # $B/exp/rtx-tune): cluster kernels poll their mbarriers with test_wait instead of the suspending
 # try_wait, in case a wait completed by the peer CTA (remote arrive, multicast bytes) wakes late;
 # the cluster-1 rows of the same slice are the control.
+# Session 11: (2) ran as callAW.sh (call AW) and the slices of (1) moved to callAY.sh; $B/exp was
+# removed from .devrun, so rebuild it from callAO_E1.patch before running (4).
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callAO.tgz . ; }
 T=$B/rtx-tune
+# (1) The two-consumer arrangements and the control are callAY.sh's slices since session 11;
+# the 128x128 split-K slice stays here.
 for s in 1024x1024x4096 1024x1024x1024; do
-  for w in '{"bm":64,"bn":128,"consumers":2,"split_n":true,"tma_store":true}' '{"bm":128,"bn":64,"tma_store":true}' \
-           '{"bm":64,"bn":128,"consumers":1,"stages":8,"tma_store":true}' '{"bm":128,"bn":128,"split_k":2}'; do
+  for w in '{"bm":128,"bn":128,"split_k":2}'; do
     echo "== $s $w" >> $R/slices.log
     timeout 120 $T gemm $s --dtype bf16 --layout nn --strategy exhaustive --where "$w" --no-store >> $R/slices.log 2>&1
     echo "rc=$?" >> $R/slices.log
@@ -23,27 +26,8 @@ for s in 1024x1024x4096 1024x1024x1024; do
 done
 grep -E "^==|searched|#[1-4] |cuBLAS:|took" $R/slices.log | cut -c1-230
 pack
-NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-echo "ncu: ${NCU:-none}"
-export RTX_NVRTC_LINEINFO=1
-for cl in 1 2; do
-  w="{\"bm\":64,\"bn\":128,\"consumers\":1,\"stages\":8,\"tma_store\":true,\"wgmma_n\":128,\"raster_group\":1,\"cluster_m\":$cl}"
-  timeout 100 $NCU --clock-control none -k "regex:^rtx_wgmma.*_cl${cl}_" --launch-skip 4 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
-    --section MemoryWorkloadAnalysis --section SourceCounters --section LaunchStats --export $R/prof_cl$cl -f \
-    $T gemm 1024x1024x4096 --dtype bf16 --layout nn --strategy exhaustive --where "$w" --no-store > $R/ncu_cl$cl.log 2>&1
-  echo "ncu cl$cl rc=$?"
-  $NCU -i $R/prof_cl$cl.ncu-rep --page details > $R/details_cl$cl.txt 2>&1
-  $NCU -i $R/prof_cl$cl.ncu-rep --page source --csv --print-source sass > $R/src_cl$cl.csv 2> $R/src_cl$cl.err
-  python3 $B/ncu_top.py $R/src_cl$cl.csv 40 > $R/top_cl$cl.txt 2>&1; cut -c1-150 $R/top_cl$cl.txt | head -14
-  grep -E "Duration|Memory Thr|L2 Cache Thr|DRAM Thr|Warp Cycles Per Issued|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Cluster Size|Grid Size" $R/details_cl$cl.txt | head -14
-  rm -f $R/src_cl$cl.csv
-  pack
-done
-timeout 90 $NCU --clock-control none -k "regex:^nvjet" --launch-skip 4 --launch-count 1 --section SpeedOfLight --section WarpStateStats \
-  --section MemoryWorkloadAnalysis --section LaunchStats --print-details all \
-  $B/rtx-bench --out $R/b_nv --no-progress --suite gemm --gemm-dtypes bf16 --gemm-shapes 1024x1024x4096 > $R/ncu_nvjet.log 2>&1
-echo "ncu nvjet rc=$?"
-grep -E "Duration|Memory Thr|L2 Cache Thr|DRAM Thr|L2 Hit|Mem Busy|Max Bandwidth|Cluster Size|Grid Size" $R/ncu_nvjet.log | head -12
+# (2) is callAW.sh (it ran on its own in session 11; its pack goes to $OUT/callAW.tgz).
+B=$B bash "$(dirname "$0")/callAW.sh"
 pack
 ls /usr/local/cuda/bin | grep -E "nsys|ncu" > $R/tools.txt
 # (4) E1: the same 64x128 one-consumer 8-stage slice (cluster 1 = control, cluster 2 = polled waits).
