@@ -30,10 +30,10 @@ done
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 K=gpu__time_duration.sum,sm__cycles_active.avg,sm__cycles_active.max,lrc__lts2lrc_sectors_op_read.sum,dram__bytes_read.sum
 w='{"bm":64,"bn":128,"consumers":1,"stages":8,"tma_store":true,"wgmma_n":128,"raster_group":1,"cluster_m":1}'
-timeout 60 $NCU -k "regex:^rtx_wgmma" --launch-skip 4 --launch-count 5 --metrics $K \
+timeout 60 $NCU --clock-control none -k "regex:^rtx_wgmma" --launch-skip 4 --launch-count 5 --metrics $K \
   $B/rtx-tune gemm 1024x1024x1024 --dtype bf16 --layout nn --strategy exhaustive --where "$w" --no-store > $R/ncu_rtx_1024.log 2>&1
 echo "ncu rtx rc=$?"; grep -E "gpu__time_duration" $R/ncu_rtx_1024.log | sed 's/  */ /g'
-timeout 60 $NCU -k "regex:^nvjet" --launch-skip 4 --launch-count 5 --metrics $K \
+timeout 60 $NCU --clock-control none -k "regex:^nvjet" --launch-skip 4 --launch-count 5 --metrics $K \
   $B/rtx-bench --out $R/b_nv --no-progress --suite gemm --gemm-dtypes bf16 --gemm-shapes 1024x1024x1024 > $R/ncu_nvjet_1024.log 2>&1
 echo "ncu nvjet rc=$?"; grep -E "gpu__time_duration|nvjet.*Context" $R/ncu_nvjet_1024.log | sed 's/  */ /g' | head -12
 rm -rf $R/*/; pack
