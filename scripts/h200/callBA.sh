@@ -4,7 +4,7 @@
 # 1024x1024x4096 in call AZ) move the suite's ratios? A/B in one lease, alternating processes:
 # base = $B/rtx-bench (adopted), p128 = $B/exp/rtx-bench with RTX_EXP_L2P=128 (experiment build,
 # docs/runs/2026-12-05/callAZ/exp.patch). (1) eight alternating pairs at 512^3 / 1024^3 bf16+f16;
-# (2) two alternating pairs over issue 4's other bf16/f16 shapes; (3) Nsight Compute kernel
+# (2) two alternating pairs over issue 4's other bf16/f16 shapes, one at its tf32 shapes; (3) Nsight Compute kernel
 # durations at 1024^3, ours and cuBLAS's.
 # Run: B=$PWD/.devrun bash scripts/h200/callBA.sh (about 3 minutes; timeout_s 400).
 set -u; . "$(dirname "$0")/env.sh"
@@ -25,6 +25,11 @@ for i in 1 2; do
   RTX_EXP_L2P=128 timeout 150 $B/exp/rtx-bench --out $R/l_p128_$i --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $S > $R/l_p128_$i.log 2>&1
   echo "large p128 $i rc=$? $(row $R/l_p128_$i.log)"; pack
 done
+# tf32 runs on the same wgmma/TMA kernels: one pair at issue 4's tf32 shapes.
+timeout 120 $B/rtx-bench --out $R/t_base --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes 4096x4096x4096,8192x8192x8192 > $R/t_base.log 2>&1
+echo "tf32 base rc=$? $(row $R/t_base.log)"
+RTX_EXP_L2P=128 timeout 120 $B/exp/rtx-bench --out $R/t_p128 --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes 4096x4096x4096,8192x8192x8192 > $R/t_p128.log 2>&1
+echo "tf32 p128 rc=$? $(row $R/t_p128.log)"; pack
 # (3) kernel-only durations at 1024^3 (Nsight Compute flushes the caches before each): five
 # launches each of our default kernel and of cuBLAS's, to split the 1024^3 time into kernel and protocol.
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
