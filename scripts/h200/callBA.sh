@@ -9,6 +9,10 @@
 #    1024^3 (16 k-blocks, 8 stages) is already in L2 when its stages free up.
 # (1) eight rounds at 512^3 / 1024^3 bf16+f16; (2) two rounds over issue 4's other bf16/f16
 # shapes and one at its tf32 ones; (3) Nsight Compute kernel durations at 1024^3, ours and cuBLAS's.
+# Build here first if .devrun is gone (the base must hold the adopted kernels, 858a3b6 or later
+# without kernel changes):
+#   cargo xtask gpu-bundle --out .devrun --tests none
+#   git apply docs/runs/2026-12-05/callBA/exp.patch && cargo xtask gpu-bundle --out .devrun/exp --tests none; git checkout crates
 # Run: B=$PWD/.devrun bash scripts/h200/callBA.sh (about 6 minutes; timeout_s 480).
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBA.tgz . ; }

@@ -60,14 +60,54 @@ fn copy_exe(src: &Path, dst: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Builds everything into `out`.
-pub fn run(out: &Path) -> Result<()> {
+/// The `cargo test` arguments for the chosen integration tests: every test of the workspace
+/// (`None`), none (`Some(["none"])`), or the named targets. `None` means nothing to build.
+fn test_args(only: Option<&[String]>) -> Result<Option<Vec<String>>> {
+    let mut args: Vec<String> = ["test", "--workspace", "--release", "--no-run"].map(String::from).to_vec();
+    let Some(names) = only else { return Ok(Some(args)) };
+    let names: Vec<&str> = names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()).collect();
+    if names == ["none"] {
+        return Ok(None);
+    }
+    if names.is_empty() {
+        bail!("--tests needs test target names (e.g. wgmma_gpu,gpu) or `none`");
+    }
+    let is_name = |n: &str| !n.starts_with('-') && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if let Some(bad) = names.iter().find(|n| !is_name(n)) {
+        bail!("--tests: `{bad}` is not a test target name (letters, digits, `_` and `-`, not starting with `-`)");
+    }
+    for n in names {
+        args.extend(["--test".to_string(), n.to_string()]);
+    }
+    Ok(Some(args))
+}
+
+/// `<commit>` of the tree the bundle was built from, `+dirty` when tracked files differ from it
+/// (an experiment build), or `unknown` outside a git checkout.
+fn build_id() -> String {
+    let git = |args: &[&str]| Command::new("git").args(args).current_dir(crate::root()).output().ok().filter(|o| o.status.success());
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else { return "unknown".into() };
+    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+    if dirty {
+        format!("{head}+dirty")
+    } else {
+        head
+    }
+}
+
+/// Builds the bench binaries and the chosen test binaries (see [`test_args`]) into `out`.
+pub fn run(out: &Path, only_tests: Option<&[String]>) -> Result<()> {
+    let test_cmd = test_args(only_tests)?;
     let out = if out.is_absolute() { out.to_path_buf() } else { crate::root().join(out) };
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
     }
     std::fs::create_dir_all(out.join("tests"))?;
-    let tests = build(&["test", "--workspace", "--release", "--no-run"], true)?;
+    let tests = match &test_cmd {
+        Some(args) => build(&args.iter().map(String::as_str).collect::<Vec<_>>(), true)?,
+        None => Vec::new(),
+    };
     let bins = build(&["build", "--release", "-p", "rtx-bench"], false)?;
     for (label, exe) in &tests {
         copy_exe(exe, &out.join("tests").join(label))?;
@@ -82,6 +122,7 @@ pub fn run(out: &Path) -> Result<()> {
     if anchors.is_file() {
         std::fs::copy(&anchors, out.join("torch_anchors.py"))?;
     }
+    std::fs::write(out.join("BUILD"), format!("{}\n", build_id()))?;
     // Committed baselines and tuning fixtures travel with the bundle.
     let run = out.join("run.sh");
     std::fs::write(&run, RUN_SH)?;
@@ -110,4 +151,36 @@ fn walk_size(p: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_args;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn every_test_by_default() {
+        assert_eq!(test_args(None).unwrap().unwrap(), names(&["test", "--workspace", "--release", "--no-run"]));
+    }
+
+    #[test]
+    fn none_builds_no_tests() {
+        assert_eq!(test_args(Some(&names(&["none"]))).unwrap(), None);
+    }
+
+    #[test]
+    fn named_targets_become_test_flags() {
+        let args = test_args(Some(&names(&["wgmma_gpu", " gpu "]))).unwrap().unwrap();
+        assert_eq!(args[4..], names(&["--test", "wgmma_gpu", "--test", "gpu"]));
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        let e = test_args(Some(&names(&["wgmma_gpu", "--all"]))).unwrap_err().to_string();
+        assert!(e.contains("`--all`"), "{e}");
+        assert!(test_args(Some(&names(&["", " "]))).is_err());
+    }
 }

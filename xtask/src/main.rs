@@ -46,6 +46,10 @@ enum Cmd {
         /// Output folder.
         #[arg(long, default_value = ".gpu-bundle")]
         out: std::path::PathBuf,
+        /// Only these integration-test targets (comma-separated names such as `wgmma_gpu,gpu`),
+        /// or `none` for the binaries alone; default: every test of the workspace.
+        #[arg(long, value_delimiter = ',')]
+        tests: Option<Vec<String>>,
     },
     /// Inspect or clear the kernel cache.
     Cache {
@@ -73,7 +77,7 @@ fn main() -> Result<()> {
         Cmd::Ci => test::run(&[]).and_then(|()| test::docs()),
         Cmd::Docs => test::docs(),
         Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
-        Cmd::GpuBundle { out } => gpu_bundle::run(&out),
+        Cmd::GpuBundle { out, tests } => gpu_bundle::run(&out, tests.as_deref()),
         Cmd::Tune { args } => tune::run(&args),
         Cmd::Codegen(args) => codegen::run(&args),
         Cmd::Cache { cmd } => {
