@@ -224,6 +224,12 @@ fn with_gpu(f: impl FnOnce() -> Result<()>) -> i32 {
     }
 }
 
+/// A command whose arguments are wrong: said before any GPU is looked for (exit code 1).
+fn bad_input(e: anyhow::Error) -> i32 {
+    eprintln!("rtx-tune: {e:#}");
+    1
+}
+
 fn main() {
     // Logs go to stderr: a worker's stdout carries its protocol.
     tracing_subscriber::fmt()
@@ -237,15 +243,22 @@ fn main() {
             std::env::set_var(rtx_synthesis::templates::gemm::wgmma::EXPERIMENTAL_ENV, "1");
         }
     }
+    let mem = |kind: MemOpKind, a: &MemArgs| match mem_input(a) {
+        Ok(input) => with_gpu(|| tune_memory(kind, a, input)),
+        Err(e) => bad_input(e),
+    };
     let code = match cli.cmd {
-        Cmd::Gemm(args) => with_gpu(|| tune_gemm(&args)),
-        Cmd::Softmax(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::Softmax), &a)),
-        Cmd::Layernorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::LayerNorm), &a)),
-        Cmd::Rmsnorm(a) => with_gpu(|| tune_memory(MemOpKind::Row(MemOp::RmsNorm), &a)),
-        Cmd::Chain8(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::Chain8), &a)),
-        Cmd::GeluAffine(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::GeluAffine), &a)),
-        Cmd::BiasGelu(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::BiasGelu), &a)),
-        Cmd::SiluGate(a) => with_gpu(|| tune_memory(MemOpKind::Chain(ChainKind::SiluGate), &a)),
+        Cmd::Gemm(args) => match gemm_input(&args) {
+            Ok(input) => with_gpu(|| tune_gemm(&args, input)),
+            Err(e) => bad_input(e),
+        },
+        Cmd::Softmax(a) => mem(MemOpKind::Row(MemOp::Softmax), &a),
+        Cmd::Layernorm(a) => mem(MemOpKind::Row(MemOp::LayerNorm), &a),
+        Cmd::Rmsnorm(a) => mem(MemOpKind::Row(MemOp::RmsNorm), &a),
+        Cmd::Chain8(a) => mem(MemOpKind::Chain(ChainKind::Chain8), &a),
+        Cmd::GeluAffine(a) => mem(MemOpKind::Chain(ChainKind::GeluAffine), &a),
+        Cmd::BiasGelu(a) => mem(MemOpKind::Chain(ChainKind::BiasGelu), &a),
+        Cmd::SiluGate(a) => mem(MemOpKind::Chain(ChainKind::SiluGate), &a),
         Cmd::TuneWorker {
             problem,
             arch,
@@ -301,19 +314,39 @@ fn fmt_us(us: Option<f64>) -> String {
     us.map_or_else(|| "-".to_string(), |u| format!("{u:.1} us"))
 }
 
-fn tune_gemm(args: &GemmArgs) -> Result<()> {
+/// A `gemm` command's inputs, checked before any GPU is looked for.
+struct GemmInput {
+    spec: GemmSpec,
+    problem: GemmProblem,
+    strategy: StrategyKind,
+    filter: Option<ConfigFilter>,
+}
+
+fn gemm_input(args: &GemmArgs) -> Result<GemmInput> {
     let (m, n, k) = parse_mnk(&args.shape).map_err(anyhow::Error::msg)?;
     let dtype: DType = args.dtype.parse()?;
     let (layout_a, layout_b) = parse_layouts(&args.layout).map_err(anyhow::Error::msg)?;
     let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
-    if !(args.time_budget_s.is_finite() && args.time_budget_s > 0.0) {
-        bail!("--time-budget-s must be a positive number of seconds");
+    check_time_budget(args.time_budget_s)?;
+    let spec = GemmSpec { batch: args.batch, ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b) };
+    let problem = spec.problem()?;
+    let filter = args.filter.as_deref().map(ConfigFilter::parse).transpose().map_err(anyhow::Error::msg)?;
+    Ok(GemmInput { spec, problem, strategy, filter })
+}
+
+fn check_time_budget(s: f64) -> Result<()> {
+    if !(s.is_finite() && s > 0.0) {
+        bail!("--time-budget-s must be a positive number of seconds (got {s})");
     }
+    Ok(())
+}
+
+fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
+    let GemmInput { spec, problem, strategy, filter } = input;
+    let (m, n, k, dtype) = (problem.m, problem.n, problem.k, problem.dtype);
     if args.record_fixture.is_some() && strategy != StrategyKind::Exhaustive {
         eprintln!("rtx-tune: warning: --record-fixture without --strategy exhaustive leaves unmeasured rows out of the fixture");
     }
-    let spec = GemmSpec { batch: args.batch, ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b) };
-    let problem = spec.problem()?;
 
     let device = Device::open(0).context("opening CUDA device 0")?;
     let info = device.info().clone();
@@ -379,7 +412,6 @@ fn tune_gemm(args: &GemmArgs) -> Result<()> {
             s.best_us.map_or_else(|| "-".to_string(), |us| format!("{us:.1} us ({:.1} TFLOP/s)", tflops(&problem, us)))
         ));
     };
-    let filter = args.filter.as_deref().map(ConfigFilter::parse).transpose().map_err(anyhow::Error::msg)?;
     if filter.is_some() && !args.no_store {
         println!("--where searches a slice of the space: its winner is not stored in the tuning database");
     }
@@ -460,13 +492,24 @@ fn parse_rows_cols(s: &str) -> Result<(u32, u32)> {
     Ok((r.trim().parse().with_context(|| format!("rows in `{s}`"))?, c.trim().parse().with_context(|| format!("cols in `{s}`"))?))
 }
 
-fn tune_memory(kind: MemOpKind, args: &MemArgs) -> Result<()> {
+/// A memory-bound command's inputs, checked before any GPU is looked for.
+struct MemInput {
+    rows: u32,
+    cols: u32,
+    dtype: DType,
+    strategy: StrategyKind,
+}
+
+fn mem_input(args: &MemArgs) -> Result<MemInput> {
     let (rows, cols) = parse_rows_cols(&args.shape)?;
     let dtype: DType = args.dtype.parse()?;
     let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
-    if !(args.time_budget_s.is_finite() && args.time_budget_s > 0.0) {
-        bail!("--time-budget-s must be a positive number of seconds");
-    }
+    check_time_budget(args.time_budget_s)?;
+    Ok(MemInput { rows, cols, dtype, strategy })
+}
+
+fn tune_memory(kind: MemOpKind, args: &MemArgs, input: MemInput) -> Result<()> {
+    let MemInput { rows, cols, dtype, strategy } = input;
     let device = Device::open(0).context("opening CUDA device 0")?;
     let info = device.info().clone();
     let synth = match &args.db {
