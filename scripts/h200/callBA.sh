@@ -7,6 +7,7 @@
 #  - pf: RTX_EXP_PF=1, the producer also issues an L2 prefetch (cp.async.bulk.prefetch.tensor)
 #    of the k-block STAGES ahead of each one it loads, so the second ring's worth of a cold
 #    1024^3 (16 k-blocks, 8 stages) is already in L2 when its stages free up.
+#  - both: the two together (small shapes only).
 # (1) eight rounds at 512^3 / 1024^3 bf16+f16; (2) two rounds over issue 4's other bf16/f16
 # shapes and one at its tf32 ones; (3) Nsight Compute kernel durations at 1024^3, ours and cuBLAS's.
 # Build here first if .devrun is gone (the base must hold the adopted kernels, 858a3b6 or later
@@ -24,11 +25,12 @@ bench() { # name-prefix variant dtypes shapes timeout
     base) timeout $t $B/rtx-bench --out $R/$n --no-progress --suite gemm --gemm-dtypes $d --gemm-shapes $s > $R/$n.log 2>&1 ;;
     p128) RTX_EXP_L2P=128 timeout $t $B/exp/rtx-bench --out $R/$n --no-progress --suite gemm --gemm-dtypes $d --gemm-shapes $s > $R/$n.log 2>&1 ;;
     pf) RTX_EXP_PF=1 timeout $t $B/exp/rtx-bench --out $R/$n --no-progress --suite gemm --gemm-dtypes $d --gemm-shapes $s > $R/$n.log 2>&1 ;;
+    both) RTX_EXP_PF=1 RTX_EXP_L2P=128 timeout $t $B/exp/rtx-bench --out $R/$n --no-progress --suite gemm --gemm-dtypes $d --gemm-shapes $s > $R/$n.log 2>&1 ;;
   esac
   echo "$n rc=$? $(row $R/$n.log)"
 }
 for i in 1 2 3 4 5 6 7 8; do
-  for v in base p128 pf; do bench s_${v}_$i $v bf16,f16 512x512x512,1024x1024x1024 60; done
+  for v in base p128 pf both; do bench s_${v}_$i $v bf16,f16 512x512x512,1024x1024x1024 60; done
 done
 pack
 S=4096x4096x4096,8192x8192x8192,4000x4000x4096,64x8192x8192,256x8192x8192,4096x4096x1000
