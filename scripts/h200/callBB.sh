@@ -5,14 +5,14 @@
 # adopted build ($B/rtx-bench) and the experiment build with RTX_EXP_L2P=128 ($B/exp/rtx-bench,
 # docs/runs/2026-12-05/callBA/exp.patch) at 512^3, 1024^3 and 2048^3 bf16+f16, then Nsight
 # Compute kernel durations at 1024^3 for both (five launches each).
-# Run: B=$PWD/.devrun bash scripts/h200/callBB.sh (about 4 minutes; timeout_s 360).
+# Run: B=$PWD/.devrun bash scripts/h200/callBB.sh (about 4 minutes; timeout_s 360). N=8 runs eight rounds.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBB.tgz . ; }
 cat $B/BUILD $B/exp/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
 S=512x512x512,1024x1024x1024,2048x2048x2048
-for i in $(seq 1 16); do
+for i in $(seq 1 ${N:-16}); do
   timeout 60 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $S > $R/s_base_$i.log 2>&1
   echo "base_$i rc=$? $(row $R/s_base_$i.log)"
   RTX_EXP_L2P=128 timeout 60 $B/exp/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $S > $R/s_p128_$i.log 2>&1
