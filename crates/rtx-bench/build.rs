@@ -15,7 +15,13 @@ fn main() {
     };
     let commit = git(&["rev-parse", "HEAD"]).unwrap_or_default();
     let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some();
-    let value = if commit.is_empty() { String::new() } else if dirty { format!("{commit}-dirty") } else { commit };
+    let value = if commit.is_empty() {
+        String::new()
+    } else if dirty {
+        format!("{commit}-dirty")
+    } else {
+        commit
+    };
     println!("cargo:rustc-env=RTX_BUILD_COMMIT={value}");
     if let Some(dir) = git(&["rev-parse", "--git-dir"]) {
         println!("cargo:rerun-if-changed={dir}/HEAD");

@@ -21,9 +21,19 @@ pub fn run(cmd: &CacheCmd) -> Result<()> {
     match cmd {
         CacheCmd::Ls => {
             let entries = cache.list()?;
-            println!("{:<16} {:<8} {:<10} {:<24} entry", "key", "arch", "bytes", "template");
+            println!(
+                "{:<16} {:<8} {:<10} {:<24} entry",
+                "key", "arch", "bytes", "template"
+            );
             for e in &entries {
-                println!("{:<16} {:<8} {:<10} {:<24} {}", &e.key.to_hex()[..16], e.arch.sm_name(), e.bytes, e.template, e.entry);
+                println!(
+                    "{:<16} {:<8} {:<10} {:<24} {}",
+                    &e.key.to_hex()[..16],
+                    e.arch.sm_name(),
+                    e.bytes,
+                    e.template,
+                    e.entry
+                );
             }
             println!("{} entries in {}", entries.len(), cache.dir().display());
         }
@@ -35,7 +45,10 @@ pub fn run(cmd: &CacheCmd) -> Result<()> {
             let s = cache.stats()?;
             println!("cache: {}", cache.dir().display());
             println!("entries: {}  bytes: {}", s.entries, s.bytes);
-            println!("lifetime hits: {}  misses: {}  corrupt discarded: {}  write failures: {}", s.hits, s.misses, s.corrupt_discarded, s.write_failures);
+            println!(
+                "lifetime hits: {}  misses: {}  corrupt discarded: {}  write failures: {}",
+                s.hits, s.misses, s.corrupt_discarded, s.write_failures
+            );
         }
     }
     Ok(())

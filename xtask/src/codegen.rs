@@ -50,7 +50,10 @@ pub fn run(a: &CodegenArgs) -> Result<()> {
         None => TuningDb::default_path().ok(),
     };
     let db = match &db_path {
-        Some(p) if p.exists() => Some(TuningDb::open(p).with_context(|| format!("reading the tuning database {}", p.display()))?),
+        Some(p) if p.exists() => Some(
+            TuningDb::open(p)
+                .with_context(|| format!("reading the tuning database {}", p.display()))?,
+        ),
         Some(p) if a.db.is_some() => bail!("tuning database {} does not exist", p.display()),
         _ => None,
     };
@@ -59,14 +62,20 @@ pub fn run(a: &CodegenArgs) -> Result<()> {
         "codegen: {} kernel(s) for {} from {}{}",
         plan.kernels.len(),
         a.arch,
-        a.ops.as_ref().map(|p| format!("manifest {}", p.display())).unwrap_or_else(|| "the tuning database".into()),
-        db.as_ref().map(|d| format!(" + tuning db {} ({} entries)", d.path().display(), d.len())).unwrap_or_default()
+        a.ops
+            .as_ref()
+            .map(|p| format!("manifest {}", p.display()))
+            .unwrap_or_else(|| "the tuning database".into()),
+        db.as_ref()
+            .map(|d| format!(" + tuning db {} ({} entries)", d.path().display(), d.len()))
+            .unwrap_or_default()
     );
     for s in &plan.skipped {
         eprintln!("codegen: skipped {}: {}", s.what, s.reason);
     }
     if a.check {
-        let r = codegen::check(&plan, &a.out).with_context(|| format!("checking the bundle in {}", a.out.display()))?;
+        let r = codegen::check(&plan, &a.out)
+            .with_context(|| format!("checking the bundle in {}", a.out.display()))?;
         for (label, entry, arch) in &r.missing {
             eprintln!("codegen --check: missing {entry} ({arch}) for {label}");
         }
@@ -74,16 +83,36 @@ pub fn run(a: &CodegenArgs) -> Result<()> {
             eprintln!("codegen --check: not needed: {entry} ({arch})");
         }
         if !r.is_current() {
-            bail!("bundle {} is out of date ({} missing, {} not needed); run without --check", a.out.display(), r.missing.len(), r.extra.len());
+            bail!(
+                "bundle {} is out of date ({} missing, {} not needed); run without --check",
+                a.out.display(),
+                r.missing.len(),
+                r.extra.len()
+            );
         }
-        eprintln!("codegen --check: {} is current ({} kernels)", a.out.display(), plan.kernels.len());
+        eprintln!(
+            "codegen --check: {} is current ({} kernels)",
+            a.out.display(),
+            plan.kernels.len()
+        );
         return Ok(());
     }
     let started = std::time::Instant::now();
     let progress = |p: CompileProgress<'_>| {
-        let t = p.compile_time.map(|d| format!("{:.0} ms", d.as_secs_f64() * 1e3)).unwrap_or_else(|| "FAILED".into());
+        let t = p
+            .compile_time
+            .map(|d| format!("{:.0} ms", d.as_secs_f64() * 1e3))
+            .unwrap_or_else(|| "FAILED".into());
         let mut e = std::io::stderr().lock();
-        let _ = writeln!(e, "[{:>3}/{}] {:<7} {} ({}) {t}", p.done, p.total, p.kernel.arch.sm_name(), p.kernel.source.entry, p.kernel.label);
+        let _ = writeln!(
+            e,
+            "[{:>3}/{}] {:<7} {} ({}) {t}",
+            p.done,
+            p.total,
+            p.kernel.arch.sm_name(),
+            p.kernel.source.entry,
+            p.kernel.label
+        );
     };
     let r = codegen::build(&plan, &a.out, a.jobs, &progress)?;
     let bytes: u64 = r.manifest.entries.iter().map(|e| e.bytes).sum();

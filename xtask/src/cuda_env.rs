@@ -24,12 +24,20 @@ impl CudaEnv {
                 ld = format!("{ld}:{old}");
             }
         }
-        vec![("LD_LIBRARY_PATH".into(), ld), ("RTX_CUDA_INCLUDE".into(), self.include_dir.display().to_string())]
+        vec![
+            ("LD_LIBRARY_PATH".into(), ld),
+            (
+                "RTX_CUDA_INCLUDE".into(),
+                self.include_dir.display().to_string(),
+            ),
+        ]
     }
 }
 
 fn complete(lib: &Path, inc: &Path) -> bool {
-    lib.join("libnvrtc.so.13").is_file() && inc.join("cuda_fp16.h").is_file() && inc.join("cuda_bf16.h").is_file()
+    lib.join("libnvrtc.so.13").is_file()
+        && inc.join("cuda_fp16.h").is_file()
+        && inc.join("cuda_bf16.h").is_file()
 }
 
 /// Returns a usable NVRTC + headers, installing them locally first when neither the project
@@ -38,22 +46,41 @@ pub fn ensure() -> Result<CudaEnv> {
     let local = crate::root().join(".cuda/site/nvidia/cu13");
     let (lib, inc) = (local.join("lib"), local.join("include"));
     if complete(&lib, &inc) {
-        return Ok(CudaEnv { lib_dir: lib, include_dir: inc });
+        return Ok(CudaEnv {
+            lib_dir: lib,
+            include_dir: inc,
+        });
     }
     {
         let sys = "/usr/local/cuda";
         let (sl, si) = (Path::new(sys).join("lib64"), Path::new(sys).join("include"));
         if complete(&sl, &si) {
             eprintln!("xtask: using the system CUDA at {sys}");
-            return Ok(CudaEnv { lib_dir: sl, include_dir: si });
+            return Ok(CudaEnv {
+                lib_dir: sl,
+                include_dir: si,
+            });
         }
     }
     let target = crate::root().join(".cuda/site");
-    eprintln!("xtask: NVRTC not found; installing {} into {} ...", WHEELS.join(" "), target.display());
+    eprintln!(
+        "xtask: NVRTC not found; installing {} into {} ...",
+        WHEELS.join(" "),
+        target.display()
+    );
     let mut last_err = String::new();
     for py in ["python3", "python"] {
         let status = Command::new(py)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-cache-dir", "--upgrade", "--target"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--upgrade",
+                "--target",
+            ])
             .arg(&target)
             .args(WHEELS)
             .status();
@@ -61,9 +88,15 @@ pub fn ensure() -> Result<CudaEnv> {
             Ok(s) if s.success() => {
                 if complete(&lib, &inc) {
                     eprintln!("xtask: installed NVRTC into {}", local.display());
-                    return Ok(CudaEnv { lib_dir: lib, include_dir: inc });
+                    return Ok(CudaEnv {
+                        lib_dir: lib,
+                        include_dir: inc,
+                    });
                 }
-                last_err = format!("{py} -m pip succeeded but {} lacks libnvrtc.so.13 or cuda_fp16.h", local.display());
+                last_err = format!(
+                    "{py} -m pip succeeded but {} lacks libnvrtc.so.13 or cuda_fp16.h",
+                    local.display()
+                );
             }
             Ok(s) => last_err = format!("{py} -m pip install exited with {s}"),
             Err(e) => last_err = format!("{py}: {e}"),
@@ -97,6 +130,8 @@ pub fn reexec_with_cuda_env() -> Result<()> {
     for (k, v) in env.vars() {
         cmd.env(k, v);
     }
-    let status = cmd.status().context("re-running xtask with the CUDA environment")?;
+    let status = cmd
+        .status()
+        .context("re-running xtask with the CUDA environment")?;
     std::process::exit(status.code().unwrap_or(1));
 }

@@ -27,8 +27,10 @@ enum Cmd {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// What CI runs: the tests (same as `test`), then `docs`.
+    /// What CI runs: `fmt`, the tests (same as `test`), then `docs`.
     Ci,
+    /// Check that every file is as `cargo fmt --all` leaves it.
+    Fmt,
     /// Build the workspace's API docs; any rustdoc warning (a broken intra-doc link) fails.
     Docs,
     /// Run the benchmark suites (GPU when present, the CPU-side compile suite otherwise).
@@ -74,7 +76,10 @@ enum Cmd {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Test { args } => test::run(&args),
-        Cmd::Ci => test::run(&[]).and_then(|()| test::docs()),
+        Cmd::Ci => test::fmt_check()
+            .and_then(|()| test::run(&[]))
+            .and_then(|()| test::docs()),
+        Cmd::Fmt => test::fmt_check(),
         Cmd::Docs => test::docs(),
         Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
         Cmd::GpuBundle { out, tests } => gpu_bundle::run(&out, tests.as_deref()),
@@ -97,7 +102,10 @@ fn main() -> Result<()> {
 
 /// The workspace root (the parent of `xtask/`).
 pub fn root() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 #[cfg(test)]
@@ -106,7 +114,15 @@ mod tests {
 
     #[test]
     fn bench_takes_reprofile_and_passes_the_rest_through() {
-        let cli = Cli::try_parse_from(["cargo xtask", "bench", "--reprofile", "--quick", "--suite", "memory"]).unwrap();
+        let cli = Cli::try_parse_from([
+            "cargo xtask",
+            "bench",
+            "--reprofile",
+            "--quick",
+            "--suite",
+            "memory",
+        ])
+        .unwrap();
         match cli.cmd {
             Cmd::Bench { reprofile, args } => {
                 assert!(reprofile);
@@ -114,8 +130,13 @@ mod tests {
             }
             _ => panic!("not bench"),
         }
-        match Cli::try_parse_from(["cargo xtask", "bench", "--", "--reprofile"]).unwrap().cmd {
-            Cmd::Bench { reprofile, args } => assert_eq!(bench::rtx_bench_args(reprofile, args), ["--reprofile"]),
+        match Cli::try_parse_from(["cargo xtask", "bench", "--", "--reprofile"])
+            .unwrap()
+            .cmd
+        {
+            Cmd::Bench { reprofile, args } => {
+                assert_eq!(bench::rtx_bench_args(reprofile, args), ["--reprofile"])
+            }
             _ => panic!("not bench"),
         }
     }

@@ -9,15 +9,46 @@ use std::process::Command;
 pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(crate::root()).args(["test", "--workspace"]).args(args).env("RTX_REQUIRE_NVRTC", "1");
+    cmd.current_dir(crate::root())
+        .args(["test", "--workspace"])
+        .args(args)
+        .env("RTX_REQUIRE_NVRTC", "1");
     if std::env::var_os("CARGO_BUILD_JOBS").is_none() {
-        cmd.env("CARGO_BUILD_JOBS", std::thread::available_parallelism().map_or(2, |n| n.get()).to_string());
+        cmd.env(
+            "CARGO_BUILD_JOBS",
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .to_string(),
+        );
     }
     cuda_env::run_with(&env, cmd, "cargo test --workspace")
 }
 
 /// `cargo doc --workspace --no-deps` with rustdoc warnings denied, so a renamed item cannot
 /// leave a dangling link in the API docs.
+/// `cargo fmt --all -- --check`: fails on any file rustfmt would change. Where the toolchain has
+/// no rustfmt, says so and passes (formatting is a review aid, not a correctness check).
+pub fn fmt_check() -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let has_rustfmt = Command::new(&cargo)
+        .args(["fmt", "--version"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has_rustfmt {
+        eprintln!("xtask: skipping the format check: this toolchain has no rustfmt (`rustup component add rustfmt`)");
+        return Ok(());
+    }
+    let status = Command::new(&cargo)
+        .current_dir(crate::root())
+        .args(["fmt", "--all", "--", "--check"])
+        .status()?;
+    if !status.success() {
+        bail!("cargo fmt --all -- --check failed ({status}): run `cargo fmt --all` and commit the result");
+    }
+    Ok(())
+}
+
 pub fn docs() -> Result<()> {
     let flags = match std::env::var("RUSTDOCFLAGS") {
         Ok(f) if !f.trim().is_empty() => format!("{f} -D warnings"),

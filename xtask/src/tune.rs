@@ -11,7 +11,16 @@ pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(crate::root())
-        .args(["run", "--quiet", "--release", "-p", "rtx-bench", "--bin", "rtx-tune", "--"])
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "rtx-bench",
+            "--bin",
+            "rtx-tune",
+            "--",
+        ])
         .args(args);
     for (k, v) in env.vars() {
         cmd.env(k, v);

@@ -155,13 +155,27 @@ mod tests {
         assert_eq!(c.update_baseline, Some(PathBuf::from("bench/baselines/")));
         assert!(Cli::try_parse_from(["rtx-bench", "--suite", "nope"]).is_err());
         assert!(!Cli::try_parse_from(["rtx-bench"]).unwrap().reprofile);
-        assert!(Cli::try_parse_from(["rtx-bench", "--reprofile"]).unwrap().reprofile);
-        let g = Cli::try_parse_from(["rtx-bench", "--gemm-dtypes", "bf16,f16", "--gemm-shapes", "512x512x512,64x8192x8192"]).unwrap();
+        assert!(
+            Cli::try_parse_from(["rtx-bench", "--reprofile"])
+                .unwrap()
+                .reprofile
+        );
+        let g = Cli::try_parse_from([
+            "rtx-bench",
+            "--gemm-dtypes",
+            "bf16,f16",
+            "--gemm-shapes",
+            "512x512x512,64x8192x8192",
+        ])
+        .unwrap();
         assert_eq!(g.gemm_dtypes, Some(vec![DType::Bf16, DType::F16]));
         assert_eq!(g.gemm_shapes, Some(vec![(512, 512, 512), (64, 8192, 8192)]));
         assert!(Cli::try_parse_from(["rtx-bench", "--gemm-dtypes", "fp7"]).is_err());
         for bad in ["4096x4096", "0x1x1", "axbxc", "1x2x3x4"] {
-            assert!(Cli::try_parse_from(["rtx-bench", "--gemm-shapes", bad]).is_err(), "{bad}");
+            assert!(
+                Cli::try_parse_from(["rtx-bench", "--gemm-shapes", bad]).is_err(),
+                "{bad}"
+            );
         }
         assert!(
             Cli::try_parse_from(["rtx-bench", "--reprofile", "--no-profile"]).is_err(),

@@ -250,7 +250,10 @@ mod tests {
 
     #[test]
     fn unfused_chain_has_one_step_per_op_and_matches_in_f32() {
-        for g in [chain8(DType::F32).unwrap(), gelu_affine(DType::F32).unwrap()] {
+        for g in [
+            chain8(DType::F32).unwrap(),
+            gelu_affine(DType::F32).unwrap(),
+        ] {
             let steps = unfuse(&g).unwrap();
             assert_eq!(steps.len(), g.op_count());
             assert!(steps.iter().all(|s| s.graph.op_count() == 1));

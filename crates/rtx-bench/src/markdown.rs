@@ -110,7 +110,10 @@ fn header(r: &Report, s: &mut String) {
         s,
         "- ratios are baseline time / our time (> 1: ours is faster)"
     );
-    if r.cases.iter().any(|c| c.baselines.cublas.is_some_and(|b| b.interleaved)) {
+    if r.cases
+        .iter()
+        .any(|c| c.baselines.cublas.is_some_and(|b| b.interleaved))
+    {
         let _ = writeln!(s, "- vs cuBLAS marked `*`: cuBLAS timed alternately with that row (same rounds, same GPU state)");
     }
     for sr in &r.suites {
@@ -155,7 +158,12 @@ fn perf_table(cases: &[&Case], s: &mut String) {
             clock,
             c.rel_spread.unwrap_or(0.0) * 100.0,
             rate(c),
-            ratio(c.baselines.cublas.map(|b| b.ratio)) + if c.baselines.cublas.is_some_and(|b| b.interleaved) { "*" } else { "" },
+            ratio(c.baselines.cublas.map(|b| b.ratio))
+                + if c.baselines.cublas.is_some_and(|b| b.interleaved) {
+                    "*"
+                } else {
+                    ""
+                },
             ratio(c.baselines.untuned.map(|b| b.ratio)),
             ratio(c.baselines.torch.map(|b| b.ratio)),
             verified
@@ -246,10 +254,20 @@ mod tests {
         );
         assert!(md.contains("TFLOP/s"), "{md}");
         assert!(md.contains("| 0.90x | - | 1.10x | ok"), "{md}");
-        assert!(!md.contains("marked `*`"), "no interleaved baseline, no legend: {md}");
-        r.cases[0].baselines.cublas = Some(MeasuredBaseline { median_us: 90.0, ratio: 0.9, interleaved: true });
+        assert!(
+            !md.contains("marked `*`"),
+            "no interleaved baseline, no legend: {md}"
+        );
+        r.cases[0].baselines.cublas = Some(MeasuredBaseline {
+            median_us: 90.0,
+            ratio: 0.9,
+            interleaved: true,
+        });
         let md = render(&r);
-        assert!(md.contains("| 0.90x* | - | 1.10x | ok") && md.contains("marked `*`"), "{md}");
+        assert!(
+            md.contains("| 0.90x* | - | 1.10x | ok") && md.contains("marked `*`"),
+            "{md}"
+        );
         assert!(
             md.contains("not available yet: no attention template yet"),
             "{md}"

@@ -204,7 +204,11 @@ pub fn run(
         gpu,
         quick: cli.quick,
         timing: {
-            let t = if cli.quick { TimingConfig::quick() } else { TimingConfig::full() };
+            let t = if cli.quick {
+                TimingConfig::quick()
+            } else {
+                TimingConfig::full()
+            };
             TimingConfig {
                 pipeline: cli.timing_pipeline.map_or(t.pipeline, usize::from),
                 interleave_baseline: !cli.separate_baseline,

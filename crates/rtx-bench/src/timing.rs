@@ -105,7 +105,10 @@ impl TimingConfig {
     /// How many samples to enqueue next when `taken` exist: [`TimingConfig::pipeline`] (at
     /// least 1), never past [`TimingConfig::max_samples`].
     pub fn next_batch(&self, taken: usize) -> usize {
-        self.pipeline.max(1).min(self.max_samples.saturating_sub(taken)).max(1)
+        self.pipeline
+            .max(1)
+            .min(self.max_samples.saturating_sub(taken))
+            .max(1)
     }
 }
 
@@ -191,7 +194,12 @@ impl<'g> Timer<'g> {
     /// Times `a` and `b` alternately, one run each per round (the order flips every round), each
     /// after its own L2 flush; stops once both sample sets meet [`TimingConfig::should_stop`]
     /// (the caps apply to the round count and the shared wall clock). Returns `(a, b)`.
-    pub fn time_paired<F, G>(&mut self, cfg: &TimingConfig, mut a: F, mut b: G) -> Result<(Summary, Summary), TimingError>
+    pub fn time_paired<F, G>(
+        &mut self,
+        cfg: &TimingConfig,
+        mut a: F,
+        mut b: G,
+    ) -> Result<(Summary, Summary), TimingError>
     where
         F: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
         G: FnMut(&Stream, usize) -> Result<(), RuntimeError>,
@@ -203,8 +211,12 @@ impl<'g> Timer<'g> {
         }
         stream.synchronize()?;
         let started = Instant::now();
-        let (mut sa, mut sb) = (Vec::with_capacity(cfg.min_samples), Vec::with_capacity(cfg.min_samples));
-        while !(cfg.should_stop(&sa, started.elapsed()) && cfg.should_stop(&sb, started.elapsed())) {
+        let (mut sa, mut sb) = (
+            Vec::with_capacity(cfg.min_samples),
+            Vec::with_capacity(cfg.min_samples),
+        );
+        while !(cfg.should_stop(&sa, started.elapsed()) && cfg.should_stop(&sb, started.elapsed()))
+        {
             let round = sa.len();
             for first in [round % 2 == 0, round % 2 != 0] {
                 if cfg.flush_l2 {
@@ -312,7 +324,11 @@ mod tests {
 
     #[test]
     fn enqueued_batches_stop_at_the_sample_cap() {
-        let cfg = TimingConfig { max_samples: 25, pipeline: 10, ..TimingConfig::full() };
+        let cfg = TimingConfig {
+            max_samples: 25,
+            pipeline: 10,
+            ..TimingConfig::full()
+        };
         assert_eq!(cfg.next_batch(0), 10);
         assert_eq!(cfg.next_batch(20), 5, "never past max_samples");
         assert_eq!(cfg.next_batch(25), 1, "at least one when called");
@@ -348,10 +364,17 @@ mod tests {
             .unwrap();
         let mut small = gpu.device.alloc(1 << 20, &gpu.stream).unwrap();
         let (big, little) = t
-            .time_paired(&TimingConfig::quick(), |st, i| buf.fill_u8(i as u8, st), |st, i| small.fill_u8(i as u8, st))
+            .time_paired(
+                &TimingConfig::quick(),
+                |st, i| buf.fill_u8(i as u8, st),
+                |st, i| small.fill_u8(i as u8, st),
+            )
             .unwrap();
         assert_eq!(big.samples, little.samples, "one sample of each per round");
-        assert!(big.median_us > little.median_us, "64 MiB memset slower than 1 MiB: {big:?} {little:?}");
+        assert!(
+            big.median_us > little.median_us,
+            "64 MiB memset slower than 1 MiB: {big:?} {little:?}"
+        );
         assert!(b.median_us > 0.0 && b.p20_us <= b.p80_us, "{b:?}");
     }
 }

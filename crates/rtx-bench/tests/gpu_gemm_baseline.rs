@@ -55,8 +55,14 @@ fn cublas_and_sample_results_are_verified() {
         .iter()
         .any(|c| c.name.starts_with("sample-naive ") && c.baselines.cublas.is_some()));
     // Every measured candidate's cuBLAS figure was timed alternately with it.
-    for c in cases.iter().filter(|c| c.is_measured() && !c.name.starts_with("cublas ")) {
-        let b = c.baselines.cublas.unwrap_or_else(|| panic!("{} has no cuBLAS baseline", c.name));
+    for c in cases
+        .iter()
+        .filter(|c| c.is_measured() && !c.name.starts_with("cublas "))
+    {
+        let b = c
+            .baselines
+            .cublas
+            .unwrap_or_else(|| panic!("{} has no cuBLAS baseline", c.name));
         assert!(b.interleaved && b.median_us > 0.0, "{}: {b:?}", c.name);
     }
 }

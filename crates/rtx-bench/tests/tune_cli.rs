@@ -5,8 +5,14 @@ use std::process::Command;
 
 /// Runs `rtx-tune args` and returns (exit code, stderr).
 fn rtx_tune(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rtx-tune")).args(args).output().expect("running rtx-tune");
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_rtx-tune"))
+        .args(args)
+        .output()
+        .expect("running rtx-tune");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -14,27 +20,54 @@ fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
     let cases: [(&[&str], &str); 6] = [
         (&["gemm", "0x16x16"], "M must be >= 1"),
         (&["gemm", "16x16"], "`16x16`: expected MxNxK"),
-        (&["gemm", "16x16x16", "--dtype", "bf17"], "unknown dtype `bf17`"),
-        (&["gemm", "16x16x16", "--layout", "nx"], "`nx`: layouts are two of n/t"),
-        (&["gemm", "16x16x16", "--where", "{bad"], "config filter `{bad`"),
-        (&["gemm", "16x16x16", "--time-budget-s=0"], "--time-budget-s must be a positive number"),
+        (
+            &["gemm", "16x16x16", "--dtype", "bf17"],
+            "unknown dtype `bf17`",
+        ),
+        (
+            &["gemm", "16x16x16", "--layout", "nx"],
+            "`nx`: layouts are two of n/t",
+        ),
+        (
+            &["gemm", "16x16x16", "--where", "{bad"],
+            "config filter `{bad`",
+        ),
+        (
+            &["gemm", "16x16x16", "--time-budget-s=0"],
+            "--time-budget-s must be a positive number",
+        ),
     ];
     for (args, want) in cases {
         let (code, err) = rtx_tune(args);
         assert_eq!(code, 1, "{args:?}: exit code {code}, stderr {err}");
-        assert!(err.contains(want), "{args:?}: stderr `{err}` does not contain `{want}`");
-        assert!(!err.contains("no CUDA GPU"), "{args:?}: looked for a GPU first: {err}");
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr `{err}` does not contain `{want}`"
+        );
+        assert!(
+            !err.contains("no CUDA GPU"),
+            "{args:?}: looked for a GPU first: {err}"
+        );
     }
 }
 
 #[test]
 fn bad_memory_op_arguments_are_named_before_the_gpu_is_looked_for() {
     for (args, want) in [
-        (["softmax", "4096", "--dtype", "bf16"], "shape `4096`: expected ROWSxCOLS"),
-        (["rmsnorm", "64x64", "--dtype", "int8"], "unknown dtype `int8`"),
+        (
+            ["softmax", "4096", "--dtype", "bf16"],
+            "shape `4096`: expected ROWSxCOLS",
+        ),
+        (
+            ["rmsnorm", "64x64", "--dtype", "int8"],
+            "unknown dtype `int8`",
+        ),
     ] {
         let (code, err) = rtx_tune(&args);
         assert_eq!(code, 1, "{args:?}: exit code {code}, stderr {err}");
-        assert!(err.contains(want), "{args:?}: stderr `{err}` does not contain `{want}`");
+        assert!(
+            err.contains(want),
+            "{args:?}: stderr `{err}` does not contain `{want}`"
+        );
     }
 }

@@ -183,7 +183,14 @@ impl Device {
 /// `GPU-` and the 16 bytes in the 8-4-4-4-12 hex grouping `nvidia-smi -L` uses.
 pub(crate) fn format_uuid(b: &[u8; 16]) -> String {
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("GPU-{}-{}-{}-{}-{}", &hex[..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..])
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
 }
 
 #[cfg(test)]
@@ -192,7 +199,10 @@ mod tests {
 
     #[test]
     fn uuids_print_as_nvidia_smi_does() {
-        let b: [u8; 16] = [0x5a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71, 0x82, 0x93, 0xa4, 0xb5, 0xc6, 0xd7, 0xe8, 0xf9];
+        let b: [u8; 16] = [
+            0x5a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71, 0x82, 0x93, 0xa4, 0xb5, 0xc6, 0xd7,
+            0xe8, 0xf9,
+        ];
         assert_eq!(format_uuid(&b), "GPU-5a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9");
         assert_eq!(format_uuid(&[0; 16]).len(), 4 + 36);
     }

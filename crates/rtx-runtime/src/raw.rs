@@ -122,7 +122,9 @@ pub(crate) fn device_name(dev: sys::CUdevice) -> Result<String, RuntimeError> {
 pub(crate) fn device_uuid(dev: sys::CUdevice) -> Result<[u8; 16], RuntimeError> {
     let mut u = sys::CUuuid { bytes: [0; 16] };
     // SAFETY: valid out pointer.
-    check("cuDeviceGetUuid_v2", unsafe { sys::cuDeviceGetUuid_v2(&mut u, dev) })?;
+    check("cuDeviceGetUuid_v2", unsafe {
+        sys::cuDeviceGetUuid_v2(&mut u, dev)
+    })?;
     Ok(u.bytes.map(|b| b as u8))
 }
 

@@ -133,7 +133,9 @@ fn ab_rounds(rounds: usize) {
     }
     let items = instances();
     let jobs = default_jobs();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     println!(
         "compile_64 A/B: {} distinct instances, {rounds} rounds, cores={cores}, parallel jobs={jobs} (RTX_COMPILE_JOBS overrides)",
         items.len()
@@ -152,7 +154,10 @@ fn ab_rounds(rounds: usize) {
             let r = cache.get_or_compile_many(&items, Some(j));
             let wall = t.elapsed().as_secs_f64();
             let cpu = cpu0.and_then(|c0| process_cpu_seconds().map(|c1| c1 - c0));
-            assert!(r.iter().all(|k| k.as_ref().is_ok_and(|k| !k.hit)), "every compile is a miss");
+            assert!(
+                r.iter().all(|k| k.as_ref().is_ok_and(|k| !k.hit)),
+                "every compile is a miss"
+            );
             println!(
                 "round {round} {name:>8} jobs={j}: wall {wall:.2} s, cpu {:.2} s",
                 cpu.unwrap_or(f64::NAN)

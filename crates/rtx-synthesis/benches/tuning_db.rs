@@ -6,7 +6,8 @@
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use rtx_synthesis::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use rtx_synthesis::tuner::{
-    DbEntry, DeviceKey, LookupPolicy, OpSignature, ProblemSignature, StoredConfig, TimingStats, TuneKey, TuningDb,
+    DbEntry, DeviceKey, LookupPolicy, OpSignature, ProblemSignature, StoredConfig, TimingStats,
+    TuneKey, TuningDb,
 };
 use rtx_synthesis::{Arch, DType};
 use serde::{Deserialize, Serialize};

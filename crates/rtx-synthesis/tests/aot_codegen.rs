@@ -34,7 +34,11 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
     })
     .unwrap();
     assert_eq!(nvrtc_calls() - before, 6, "one NVRTC call per kernel");
-    assert_eq!(reported.load(Ordering::SeqCst), 6, "progress for every kernel");
+    assert_eq!(
+        reported.load(Ordering::SeqCst),
+        6,
+        "progress for every kernel"
+    );
     assert_eq!(built.manifest.entries.len(), 6);
 
     // The deployment side: open the bundle and look every kernel up by its source.
@@ -49,7 +53,11 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
         let e = bundle.entry(&k.source.entry, k.arch).unwrap();
         assert_eq!(e.template, k.source.template);
     }
-    assert_eq!(nvrtc_calls(), calls, "serving from the bundle makes no NVRTC call");
+    assert_eq!(
+        nvrtc_calls(),
+        calls,
+        "serving from the bundle makes no NVRTC call"
+    );
     let check = codegen::check(&again, dir.path()).unwrap();
     assert!(check.is_current(), "{check:?}");
     let only90 = codegen::plan(&[Arch::Sm90a], Some((&m, path)), None).unwrap();
@@ -62,10 +70,16 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
             let (ma, mi) = dev.info().compute_capability;
             let arch = Arch::for_compute_capability(ma, mi).unwrap();
             for k in again.kernels.iter().filter(|k| k.arch == arch) {
-                let module = dev.load_module(bundle.get_source(&k.source, arch).unwrap()).unwrap();
+                let module = dev
+                    .load_module(bundle.get_source(&k.source, arch).unwrap())
+                    .unwrap();
                 module.function(&k.source.entry).unwrap();
             }
-            assert_eq!(nvrtc_calls(), calls, "loading on the device makes no NVRTC call");
+            assert_eq!(
+                nvrtc_calls(),
+                calls,
+                "loading on the device makes no NVRTC call"
+            );
         }
         other => eprintln!("SKIP codegen module load: no CUDA device ({other:?})"),
     }

@@ -64,7 +64,11 @@ fn driver_attributes_give_the_same_report_as_ptxas() {
                 assert_eq!(driver.spills(), Some(false));
             }
             _ => {
-                assert_eq!(driver.local_bytes, 64 * 4, "the local array is local memory");
+                assert_eq!(
+                    driver.local_bytes,
+                    64 * 4,
+                    "the local array is local memory"
+                );
                 assert_eq!(driver.shared_bytes, 0);
             }
         }

@@ -78,7 +78,11 @@ fn static_smem_stack_and_barriers_are_reported() {
     }
     for arch in [Arch::Sm80, Arch::Sm90a, Arch::Sm120] {
         let c = compile(&source("with_smem", SMEM_AND_STACK, &[]), arch).unwrap();
-        if !has_ptxas_lines("static_smem_stack_and_barriers_are_reported", &c, "with_smem") {
+        if !has_ptxas_lines(
+            "static_smem_stack_and_barriers_are_reported",
+            &c,
+            "with_smem",
+        ) {
             continue;
         }
         assert_eq!(c.resources.len(), 3, "{arch}:\n{}", c.log);
@@ -161,7 +165,11 @@ __device__ __noinline__ float callee(float v) { printf("%f\n", v); return v * 2;
 extern "C" __global__ void with_call(const float* x, float* y) { y[threadIdx.x] = callee(x[threadIdx.x]); }
 "#;
     let c = compile(&source("with_call", code, &[]), Arch::Sm90a).unwrap();
-    if !has_ptxas_lines("device_functions_are_reported_but_not_as_entries", &c, "with_call") {
+    if !has_ptxas_lines(
+        "device_functions_are_reported_but_not_as_entries",
+        &c,
+        "with_call",
+    ) {
         return;
     }
     let k = report(&c, "with_call");

@@ -13,16 +13,25 @@ use rtx_synthesis::aot::nvrtc_or_skip;
 
 /// Compiles one instance; `Err` describes the failure (so all failures are listed at once).
 fn compile_clean(p: &AttentionProblem, c: &AttentionConfig, arch: Arch) -> Result<String, String> {
-    let src = AttentionTemplate.emit(p, c, arch).map_err(|e| format!("emit: {e}"))?;
-    let out = aot::compile(&src, arch).map_err(|e| format!("compile {} on {arch}: {e}", src.entry))?;
+    let src = AttentionTemplate
+        .emit(p, c, arch)
+        .map_err(|e| format!("emit: {e}"))?;
+    let out =
+        aot::compile(&src, arch).map_err(|e| format!("compile {} on {arch}: {e}", src.entry))?;
     if &out.cubin[..4] != b"\x7fELF" {
         return Err(format!("{}: not a cubin", src.entry));
     }
-    let r = out
-        .resources_for(&src.entry)
-        .ok_or_else(|| format!("no ptxas resource lines for {} on {arch} in:\n{}", src.entry, out.log))?;
+    let r = out.resources_for(&src.entry).ok_or_else(|| {
+        format!(
+            "no ptxas resource lines for {} on {arch} in:\n{}",
+            src.entry, out.log
+        )
+    })?;
     if !r.is_entry || r.registers == 0 || r.registers > 255 {
-        return Err(format!("{} on {arch}: entry {} with {} registers", src.entry, r.is_entry, r.registers));
+        return Err(format!(
+            "{} on {arch}: entry {} with {} registers",
+            src.entry, r.is_entry, r.registers
+        ));
     }
     if r.spills() || r.stack_frame_bytes > 0 {
         return Err(format!(
@@ -64,7 +73,10 @@ fn run_all(archs: &[Arch], dtypes: &[DType]) {
             }
         }
     }
-    let results: Vec<Result<String, String>> = jobs.par_iter().map(|(p, c, a)| compile_clean(p, c, *a)).collect();
+    let results: Vec<Result<String, String>> = jobs
+        .par_iter()
+        .map(|(p, c, a)| compile_clean(p, c, *a))
+        .collect();
     let mut failures = Vec::new();
     for r in results {
         match r {
@@ -73,7 +85,12 @@ fn run_all(archs: &[Arch], dtypes: &[DType]) {
         }
     }
     eprintln!("{} kernels compiled, {} failed", jobs.len(), failures.len());
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n\n")
+    );
 }
 
 #[test]
@@ -105,7 +122,13 @@ fn check_matches_what_ptxas_accepts_for_rejected_configs() {
     // Configs the register estimate rejects really are too large: they are never emitted.
     let t = AttentionTemplate;
     let p = AttentionProblem::new(1, 1, 128, 128, false, DType::Bf16);
-    let big = AttentionConfig { head_dim: 128, block_m: 128, block_n: 128, warps: 4, stages: 2 };
+    let big = AttentionConfig {
+        head_dim: 128,
+        block_m: 128,
+        block_n: 128,
+        warps: 4,
+        stages: 2,
+    };
     assert!(t.check(&p, &big, Arch::Sm90a).is_err());
     assert!(t.emit(&p, &big, Arch::Sm90a).is_err());
 }

@@ -116,14 +116,20 @@ static inline float attn_exp2(float x) { return exp2f(x); }
 
 /// The kernel source with the host primitives and a static shared-memory array.
 fn host_source(src: &KernelSource) -> KernelSource {
-    assert!(src.code.contains(ATTN_PRIMITIVES.trim()), "primitives block not found");
+    assert!(
+        src.code.contains(ATTN_PRIMITIVES.trim()),
+        "primitives block not found"
+    );
     let decl = "extern __shared__ __align__(128) unsigned char attn_smem[];";
     assert!(src.code.contains(decl));
     let code = src
         .code
         .replace(ATTN_PRIMITIVES.trim(), HOST_PRIMITIVES)
         .replace(decl, "unsigned char* const attn_smem = attn_emu_smem;");
-    KernelSource { code, ..src.clone() }
+    KernelSource {
+        code,
+        ..src.clone()
+    }
 }
 
 struct Launch {
@@ -141,10 +147,18 @@ fn emulated_on_the_host_cpu() {
         return;
     }
     let dir = tempfile::tempdir().expect("tempdir");
-    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64);
     eprintln!("seed {seed}");
     let mut rng = SmallRng::seed_from_u64(seed);
-    let cfg = |head_dim, block_m, block_n, warps, stages| AttentionConfig { head_dim, block_m, block_n, warps, stages };
+    let cfg = |head_dim, block_m, block_n, warps, stages| AttentionConfig {
+        head_dim,
+        block_m,
+        block_n,
+        warps,
+        stages,
+    };
     // (config, causal, dtype, copies at issue)
     let plan = [
         (cfg(64, 128, 128, 8, 2), false, DType::F16, false),
@@ -165,7 +179,9 @@ fn emulated_on_the_host_cpu() {
     let mut launches = Vec::new();
     for (u, (c, causal, dtype, immediate)) in plan.iter().enumerate() {
         let base = AttentionProblem::new(1, 2, 1, c.head_dim, *causal, *dtype);
-        let src = t.emit(&base, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+        let src = t
+            .emit(&base, c, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{e}"));
         let ns = format!("k{u}");
         let shapes: &[(u32, u32, u32)] = if *causal {
             &[(1, 1, 1), (2, 17, 17), (1, 150, 150), (1, 70, 33)]
@@ -174,10 +190,19 @@ fn emulated_on_the_host_cpu() {
         };
         let mut main = String::new();
         for (si, &(batch, seq_q, seq_k)) in shapes.iter().enumerate() {
-            let p = AttentionProblem { batch, seq_q, seq_k, ..base };
+            let p = AttentionProblem {
+                batch,
+                seq_q,
+                seq_k,
+                ..base
+            };
             let nq = p.q_elems().unwrap() as usize;
             let nk = p.kv_elems().unwrap() as usize;
-            let mut gen = |n: usize, a: f32| (0..n).map(|_| rng.random_range(-a..a)).collect::<Vec<f32>>();
+            let mut gen = |n: usize, a: f32| {
+                (0..n)
+                    .map(|_| rng.random_range(-a..a))
+                    .collect::<Vec<f32>>()
+            };
             let (qb, q) = encode(*dtype, &gen(nq, 2.0));
             let (kb, k) = encode(*dtype, &gen(nk, 2.0));
             let (vb, v) = encode(*dtype, &gen(nk, 1.0));
@@ -221,7 +246,16 @@ fn emulated_on_the_host_cpu() {
                 gz = d.grid[2],
                 threads = d.block[0],
             ));
-            launches.push((format!("{} {p:?}", src.entry), Launch { problem: p, q, k, v, out: path("o") }));
+            launches.push((
+                format!("{} {p:?}", src.entry),
+                Launch {
+                    problem: p,
+                    q,
+                    k,
+                    v,
+                    out: path("o"),
+                },
+            ));
         }
         units.push((ns, host_source(&src), main));
     }
@@ -230,7 +264,15 @@ fn emulated_on_the_host_cpu() {
     for (name, l) in &launches {
         let p = &l.problem;
         let got = decode(p.dtype, &std::fs::read(&l.out).expect("output"));
-        let want = attention_f64(p, &AttentionInputs { q: &l.q, k: &l.k, v: &l.v }).unwrap();
+        let want = attention_f64(
+            p,
+            &AttentionInputs {
+                q: &l.q,
+                k: &l.k,
+                v: &l.v,
+            },
+        )
+        .unwrap();
         let d = p.head_dim as usize;
         let mut worst = 0.0f64;
         for r in 0..(p.batch * p.heads * p.seq_q) as usize {
@@ -244,7 +286,14 @@ fn emulated_on_the_host_cpu() {
             }
             worst = worst.max(e);
         }
-        eprintln!("{} worst {worst:.3e}: {name}", if worst <= p.dtype.rel_tolerance() { "PASS" } else { "FAIL" });
+        eprintln!(
+            "{} worst {worst:.3e}: {name}",
+            if worst <= p.dtype.rel_tolerance() {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -19,8 +19,8 @@ use attention_support::{decode, encode, row_error};
 mod gpu_support;
 use gpu_support::gpu_or_skip;
 use rtx_synthesis::templates::attention::{
-    attention_row_f64, AttentionBuffers, AttentionConfig, AttentionInputs, AttentionKernel, AttentionProblem,
-    AttentionTemplate,
+    attention_row_f64, AttentionBuffers, AttentionConfig, AttentionInputs, AttentionKernel,
+    AttentionProblem, AttentionTemplate,
 };
 use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut};
 use rtx_synthesis::templates::Template;
@@ -46,11 +46,22 @@ struct Inputs {
 fn inputs(p: &AttentionProblem, rng: &mut SmallRng) -> Inputs {
     let nq = p.q_elems().unwrap() as usize;
     let nk = p.kv_elems().unwrap() as usize;
-    let mut gen = |n: usize, a: f32| (0..n).map(|_| rng.random_range(-a..a)).collect::<Vec<f32>>();
+    let mut gen = |n: usize, a: f32| {
+        (0..n)
+            .map(|_| rng.random_range(-a..a))
+            .collect::<Vec<f32>>()
+    };
     let (qb, q) = encode(p.dtype, &gen(nq, 2.0));
     let (kb, k) = encode(p.dtype, &gen(nk, 2.0));
     let (vb, v) = encode(p.dtype, &gen(nk, 1.0));
-    Inputs { qb, kb, vb, q, k, v }
+    Inputs {
+        qb,
+        kb,
+        vb,
+        q,
+        k,
+        v,
+    }
 }
 
 fn upload(dev: &Device, s: &Stream, bytes: &[u8]) -> DeviceBuffer {
@@ -65,7 +76,11 @@ fn sample_rows(p: &AttentionProblem, rng: &mut SmallRng) -> Vec<(u32, u32, u32)>
     let at = |r: u64| {
         let i = (r % p.seq_q as u64) as u32;
         let bh = r / p.seq_q as u64;
-        ((bh / p.heads as u64) as u32, (bh % p.heads as u64) as u32, i)
+        (
+            (bh / p.heads as u64) as u32,
+            (bh % p.heads as u64) as u32,
+            i,
+        )
     };
     if total <= 512 {
         return (0..total).map(at).collect();
@@ -78,11 +93,23 @@ fn sample_rows(p: &AttentionProblem, rng: &mut SmallRng) -> Vec<(u32, u32, u32)>
 }
 
 /// Runs `kernel` on `p` (fresh inputs) and checks sampled rows; returns the worst error.
-fn run_case(dev: &Device, s: &Stream, kernel: &AttentionKernel, p: &AttentionProblem, rng: &mut SmallRng) -> Result<f64, String> {
+fn run_case(
+    dev: &Device,
+    s: &Stream,
+    kernel: &AttentionKernel,
+    p: &AttentionProblem,
+    rng: &mut SmallRng,
+) -> Result<f64, String> {
     let x = inputs(p, rng);
-    let (qd, kd, vd) = (upload(dev, s, &x.qb), upload(dev, s, &x.kb), upload(dev, s, &x.vb));
+    let (qd, kd, vd) = (
+        upload(dev, s, &x.qb),
+        upload(dev, s, &x.kb),
+        upload(dev, s, &x.vb),
+    );
     let o_bytes = x.qb.len();
-    let mut od = dev.alloc(o_bytes + GUARD, s).map_err(|e| format!("alloc: {e}"))?;
+    let mut od = dev
+        .alloc(o_bytes + GUARD, s)
+        .map_err(|e| format!("alloc: {e}"))?;
     od.fill_u8(0xFF, s).map_err(|e| format!("poison: {e}"))?;
     let bufs = AttentionBuffers {
         q: DeviceSlice::whole(&qd),
@@ -90,14 +117,20 @@ fn run_case(dev: &Device, s: &Stream, kernel: &AttentionKernel, p: &AttentionPro
         v: DeviceSlice::whole(&vd),
         o: DeviceSliceMut::whole(&mut od),
     };
-    kernel.launch_problem(s, bufs, p).map_err(|e| format!("launch: {e}"))?;
+    kernel
+        .launch_problem(s, bufs, p)
+        .map_err(|e| format!("launch: {e}"))?;
     s.synchronize().map_err(|e| format!("kernel: {e}"))?;
     let all: Vec<u8> = od.download(s).map_err(|e| format!("download: {e}"))?;
     if let Some(i) = all[o_bytes..].iter().position(|&b| b != 0xFF) {
         return Err(format!("guard byte {i} after O was overwritten"));
     }
     let got = decode(p.dtype, &all[..o_bytes]);
-    let inp = AttentionInputs { q: &x.q, k: &x.k, v: &x.v };
+    let inp = AttentionInputs {
+        q: &x.q,
+        k: &x.k,
+        v: &x.v,
+    };
     let d = p.head_dim as usize;
     let tol = p.dtype.rel_tolerance();
     let mut worst = 0.0f64;
@@ -118,16 +151,25 @@ fn run_case(dev: &Device, s: &Stream, kernel: &AttentionKernel, p: &AttentionPro
 }
 
 fn seed() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(11, |d| d.as_nanos() as u64)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(11, |d| d.as_nanos() as u64)
 }
 
 /// Shapes `(batch, heads, seq_q, seq_k)` of the shape classes.
-const SHAPES: [(u32, u32, u32, u32); 6] =
-    [(2, 3, 1, 1), (2, 3, 17, 17), (2, 4, 512, 512), (1, 4, 2048, 2048), (1, 2, 100, 300), (1, 2, 300, 100)];
+const SHAPES: [(u32, u32, u32, u32); 6] = [
+    (2, 3, 1, 1),
+    (2, 3, 17, 17),
+    (2, 4, 512, 512),
+    (1, 4, 2048, 2048),
+    (1, 2, 100, 300),
+    (1, 2, 300, 100),
+];
 
 #[test]
 fn default_configs_match_the_reference_on_every_shape_class() {
-    let Some((dev, s)) = gpu_or_skip("default_configs_match_the_reference_on_every_shape_class") else {
+    let Some((dev, s)) = gpu_or_skip("default_configs_match_the_reference_on_every_shape_class")
+    else {
         return;
     };
     let arch = arch_of(&dev);
@@ -141,10 +183,20 @@ fn default_configs_match_the_reference_on_every_shape_class() {
             for causal in [false, true] {
                 let base = AttentionProblem::new(1, 1, 1, d, causal, dtype);
                 let c = t.default_config(&base, arch);
-                let kernel = AttentionKernel::build(&dev, &base, &c).unwrap_or_else(|e| panic!("build {c:?}: {e}"));
+                let kernel = AttentionKernel::build(&dev, &base, &c)
+                    .unwrap_or_else(|e| panic!("build {c:?}: {e}"));
                 for (batch, heads, seq_q, seq_k) in SHAPES {
-                    let p = AttentionProblem { batch, heads, seq_q, seq_k, ..base };
-                    let name = format!("{} B{batch} H{heads} Sq{seq_q} Sk{seq_k}", kernel.kernel.source.entry);
+                    let p = AttentionProblem {
+                        batch,
+                        heads,
+                        seq_q,
+                        seq_k,
+                        ..base
+                    };
+                    let name = format!(
+                        "{} B{batch} H{heads} Sq{seq_q} Sk{seq_k}",
+                        kernel.kernel.source.entry
+                    );
                     match run_case(&dev, &s, &kernel, &p, &mut rng) {
                         Ok(w) => println!("PASS {name}: worst {w:.3e}"),
                         Err(e) => {
@@ -156,7 +208,12 @@ fn default_configs_match_the_reference_on_every_shape_class() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures (seed {seed}):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures (seed {seed}):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -173,7 +230,10 @@ fn every_valid_config_matches_the_reference() {
     for dtype in [DType::F16, DType::Bf16] {
         for d in [64, 128] {
             for causal in [false, true] {
-                let p = AttentionProblem { seq_k: 333, ..AttentionProblem::new(2, 2, 300, d, causal, dtype) };
+                let p = AttentionProblem {
+                    seq_k: 333,
+                    ..AttentionProblem::new(2, 2, 300, d, causal, dtype)
+                };
                 for c in t.valid_space(&p, arch) {
                     let kernel = match AttentionKernel::build(&dev, &p, &c) {
                         Ok(k) => k,
@@ -194,7 +254,12 @@ fn every_valid_config_matches_the_reference() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures (seed {seed}):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures (seed {seed}):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -212,14 +277,28 @@ fn launch_refuses_mismatched_problems_and_small_buffers() {
     let e = kernel.launch(&s, bufs(&q, &small, &mut o)).unwrap_err();
     assert!(e.to_string().contains('k'), "{e}");
     let causal = AttentionProblem { causal: true, ..p };
-    let e = kernel.launch_problem(&s, bufs(&q, &q, &mut o), &causal).unwrap_err();
+    let e = kernel
+        .launch_problem(&s, bufs(&q, &q, &mut o), &causal)
+        .unwrap_err();
     assert!(e.to_string().contains("built for"), "{e}");
-    let bad = AttentionBuffers { q: DeviceSlice::at(&q, 2), ..bufs(&q, &q, &mut o) };
+    let bad = AttentionBuffers {
+        q: DeviceSlice::at(&q, 2),
+        ..bufs(&q, &q, &mut o)
+    };
     assert!(kernel.launch(&s, bad).is_err());
 }
 
-fn bufs<'a>(q: &'a DeviceBuffer, k: &'a DeviceBuffer, o: &'a mut DeviceBuffer) -> AttentionBuffers<'a> {
-    AttentionBuffers { q: DeviceSlice::whole(q), k: DeviceSlice::whole(k), v: DeviceSlice::whole(q), o: DeviceSliceMut::whole(o) }
+fn bufs<'a>(
+    q: &'a DeviceBuffer,
+    k: &'a DeviceBuffer,
+    o: &'a mut DeviceBuffer,
+) -> AttentionBuffers<'a> {
+    AttentionBuffers {
+        q: DeviceSlice::whole(q),
+        k: DeviceSlice::whole(k),
+        v: DeviceSlice::whole(q),
+        o: DeviceSliceMut::whole(o),
+    }
 }
 
 #[test]
@@ -238,12 +317,18 @@ fn sweep_timings_when_asked() {
             for causal in [false, true] {
                 let p = AttentionProblem::new(4, 16, 2048, d, causal, dtype);
                 let x = inputs(&p, &mut rng);
-                let (qd, kd, vd) = (upload(&dev, &s, &x.qb), upload(&dev, &s, &x.kb), upload(&dev, &s, &x.vb));
+                let (qd, kd, vd) = (
+                    upload(&dev, &s, &x.qb),
+                    upload(&dev, &s, &x.kb),
+                    upload(&dev, &s, &x.vb),
+                );
                 let mut od = dev.alloc(x.qb.len(), &s).unwrap();
                 let default = t.default_config(&p, arch);
                 let mut rows: Vec<(f64, AttentionConfig)> = Vec::new();
                 for c in t.valid_space(&p, arch) {
-                    let Ok(kernel) = AttentionKernel::build(&dev, &p, &c) else { continue };
+                    let Ok(kernel) = AttentionKernel::build(&dev, &p, &c) else {
+                        continue;
+                    };
                     let run = |od: &mut DeviceBuffer| {
                         let b = AttentionBuffers {
                             q: DeviceSlice::whole(&qd),
@@ -288,18 +373,23 @@ fn sweep_timings_when_asked() {
 fn packed_qkv_layout_matches_the_reference() {
     use rtx_synthesis::templates::attention::AttentionLayout;
     let test = "packed_qkv_layout_matches_the_reference";
-    let Some((dev, s)) = gpu_or_skip(test) else { return };
+    let Some((dev, s)) = gpu_or_skip(test) else {
+        return;
+    };
     let arch = arch_of(&dev);
     let seed = seed();
     println!("seed {seed}");
     let mut rng = SmallRng::seed_from_u64(seed);
     let t = AttentionTemplate;
-    for (dtype, d, causal, (batch, heads, seq)) in
-        [(DType::Bf16, 64, false, (3, 12, 200)), (DType::F16, 128, true, (2, 4, 77)), (DType::Bf16, 128, false, (2, 2, 512))]
-    {
+    for (dtype, d, causal, (batch, heads, seq)) in [
+        (DType::Bf16, 64, false, (3, 12, 200)),
+        (DType::F16, 128, true, (2, 4, 77)),
+        (DType::Bf16, 128, false, (2, 2, 512)),
+    ] {
         let p = AttentionProblem::new(batch, heads, seq, d, causal, dtype);
         let c = t.default_config(&p, arch);
-        let kernel = AttentionKernel::build(&dev, &p, &c).unwrap_or_else(|e| panic!("build {c:?}: {e}"));
+        let kernel =
+            AttentionKernel::build(&dev, &p, &c).unwrap_or_else(|e| panic!("build {c:?}: {e}"));
         let x = inputs(&p, &mut rng);
         let (b_, h_, s_, d_) = (batch as usize, heads as usize, seq as usize, d as usize);
         let width = 3 * h_ * d_;
@@ -321,26 +411,46 @@ fn packed_qkv_layout_matches_the_reference() {
         od.fill_u8(0xFF, &s).expect("poison");
         let layout = AttentionLayout::packed_qkv(&p);
         kernel
-            .launch_strided(&s, AttentionBuffers::packed_qkv(&p, &qkv, &mut od), &p, &layout)
+            .launch_strided(
+                &s,
+                AttentionBuffers::packed_qkv(&p, &qkv, &mut od),
+                &p,
+                &layout,
+            )
             .unwrap_or_else(|e| panic!("{p:?}: launch: {e}"));
         s.synchronize().expect("kernel");
         let all: Vec<u8> = od.download(&s).expect("download");
-        assert!(all[o_bytes..].iter().all(|&b| b == 0xFF), "{p:?}: guard bytes after O overwritten");
+        assert!(
+            all[o_bytes..].iter().all(|&b| b == 0xFF),
+            "{p:?}: guard bytes after O overwritten"
+        );
         let got = decode(dtype, &all[..o_bytes]);
-        let inp = AttentionInputs { q: &x.q, k: &x.k, v: &x.v };
+        let inp = AttentionInputs {
+            q: &x.q,
+            k: &x.k,
+            v: &x.v,
+        };
         let mut worst = 0.0f64;
         for (b, h, i) in sample_rows(&p, &mut rng) {
             let want = attention_row_f64(&p, &inp, b, h, i).expect("reference");
             let r = (b as usize * s_ + i as usize) * h_ * d_ + h as usize * d_;
             let e = row_error(&got[r..r + d_], &want);
-            assert!(e <= dtype.rel_tolerance(), "{p:?} row (b {b}, h {h}, i {i}): error {e:.3e}");
+            assert!(
+                e <= dtype.rel_tolerance(),
+                "{p:?} row (b {b}, h {h}, i {i}): error {e:.3e}"
+            );
             worst = worst.max(e);
         }
         println!("PASS packed {dtype} d{d} causal {causal} B{batch} H{heads} S{seq}: worst row error {worst:.2e}");
         let mut bad = layout;
         bad.q.row += 1;
         let e = kernel
-            .launch_strided(&s, AttentionBuffers::packed_qkv(&p, &qkv, &mut od), &p, &bad)
+            .launch_strided(
+                &s,
+                AttentionBuffers::packed_qkv(&p, &qkv, &mut od),
+                &p,
+                &bad,
+            )
             .unwrap_err();
         assert!(e.to_string().contains("row stride"), "{e}");
     }

@@ -31,8 +31,9 @@ use rtx_synthesis::templates::elementwise::{
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 mod gpu_support;
-use gpu_support::{encode, gpu_or_skip, poisoned, report_case, unguard, upload_at, HostTensor, GUARD};
-
+use gpu_support::{
+    encode, gpu_or_skip, poisoned, report_case, unguard, upload_at, HostTensor, GUARD,
+};
 
 /// Lowest storage precision anywhere in the graph decides the tolerance.
 fn graph_tolerance(g: &ExprGraph) -> f64 {
@@ -490,7 +491,11 @@ fn elementwise_kernels_match_the_f64_reference() {
         for &(rows, cols) in &c.shapes {
             for &off in &c.offsets {
                 let name = format!("{} {rows}x{cols} offset{off} ({:?})", c.name, k.config);
-                report_case(&name, run_one(&dev, &s, k, c, rows, cols, off, &mut rng), &mut failures);
+                report_case(
+                    &name,
+                    run_one(&dev, &s, k, c, rows, cols, off, &mut rng),
+                    &mut failures,
+                );
             }
         }
     }

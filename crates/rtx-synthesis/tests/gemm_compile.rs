@@ -3,7 +3,9 @@
 
 use rayon::prelude::*;
 use rtx_synthesis::aot::{self, ResourceUsage};
-use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
+use rtx_synthesis::templates::gemm::{
+    Activation, GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm,
+};
 use rtx_synthesis::templates::{KernelSource, Template};
 use rtx_synthesis::{Arch, DType};
 
@@ -26,8 +28,17 @@ fn compile_and_report(src: &KernelSource, arch: Arch) -> ResourceUsage {
         r.stack_frame_bytes,
         src.entry
     );
-    assert!(r.is_entry && r.registers > 0, "{}: not reported as an entry", src.entry);
-    assert!(r.registers <= 255, "{}: {} registers", src.entry, r.registers);
+    assert!(
+        r.is_entry && r.registers > 0,
+        "{}: not reported as an entry",
+        src.entry
+    );
+    assert!(
+        r.registers <= 255,
+        "{}: {} registers",
+        src.entry,
+        r.registers
+    );
     r
 }
 
@@ -38,9 +49,12 @@ fn simt_representative_configs_compile() {
     }
     let t = SimtGemm;
     let mut cases: Vec<(GemmProblem, Option<SimtConfig>)> = Vec::new();
-    for (la, lb) in
-        [(Layout::Row, Layout::Row), (Layout::Col, Layout::Col), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row)]
-    {
+    for (la, lb) in [
+        (Layout::Row, Layout::Row),
+        (Layout::Col, Layout::Col),
+        (Layout::Row, Layout::Col),
+        (Layout::Col, Layout::Row),
+    ] {
         cases.push((GemmProblem::new(2048, 2048, 2048, DType::F32, la, lb), None));
     }
     // The large-output default (128x256, 8x16) with a fused epilogue, and the small-output one.
@@ -53,23 +67,55 @@ fn simt_representative_configs_compile() {
     let nn = GemmProblem::nn(2048, 2048, 2048, DType::F32);
     cases.push((
         nn,
-        Some(SimtConfig { bm: 128, bn: 256, bk: 8, tm: 16, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 1 }),
+        Some(SimtConfig {
+            bm: 128,
+            bn: 256,
+            bk: 8,
+            tm: 16,
+            tn: 8,
+            stages: 2,
+            vec: 4,
+            group_m: 8,
+            min_blocks: 1,
+        }),
     ));
     cases.push((
         nn,
-        Some(SimtConfig { bm: 128, bn: 128, bk: 16, tm: 8, tn: 8, stages: 3, vec: 4, group_m: 8, min_blocks: 1 }),
+        Some(SimtConfig {
+            bm: 128,
+            bn: 128,
+            bk: 16,
+            tm: 8,
+            tn: 8,
+            stages: 3,
+            vec: 4,
+            group_m: 8,
+            min_blocks: 1,
+        }),
     ));
     cases.push((
         nn,
-        Some(SimtConfig { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, stages: 4, vec: 2, group_m: 1, min_blocks: 2 }),
+        Some(SimtConfig {
+            bm: 64,
+            bn: 64,
+            bk: 16,
+            tm: 4,
+            tn: 4,
+            stages: 4,
+            vec: 2,
+            group_m: 1,
+            min_blocks: 2,
+        }),
     ));
     let mut odd = GemmProblem::new(129, 257, 67, DType::F32, Layout::Col, Layout::Col);
     odd.epilogue.bias = true;
     odd.epilogue.residual = true;
     odd.epilogue.activation = Activation::GeluErf;
     cases.push((odd, None));
-    let jobs: Vec<(GemmProblem, Option<SimtConfig>, Arch)> =
-        cases.into_iter().flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a))).collect();
+    let jobs: Vec<(GemmProblem, Option<SimtConfig>, Arch)> = cases
+        .into_iter()
+        .flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a)))
+        .collect();
     jobs.into_par_iter().for_each(|(p, cfg, arch)| {
         let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
         let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
@@ -112,22 +158,63 @@ fn mma_representative_configs_compile() {
         group_m: 8,
     };
     let nt = GemmProblem::new(4096, 4096, 4096, DType::Bf16, r, c);
-    cases.push((nt, Some(MmaConfig { swizzle: false, stages: 3, ..base })));
-    cases.push((nt, Some(MmaConfig { bm: 256, bn: 128, warps_m: 4, warps_n: 2, stages: 3, ..base })));
+    cases.push((
+        nt,
+        Some(MmaConfig {
+            swizzle: false,
+            stages: 3,
+            ..base
+        }),
+    ));
+    cases.push((
+        nt,
+        Some(MmaConfig {
+            bm: 256,
+            bn: 128,
+            warps_m: 4,
+            warps_n: 2,
+            stages: 3,
+            ..base
+        }),
+    ));
     cases.push((
         GemmProblem::new(4096, 4096, 4096, DType::F16, c, r),
-        Some(MmaConfig { bm: 64, bn: 64, bk: 64, stages: 5, group_m: 1, ..base }),
+        Some(MmaConfig {
+            bm: 64,
+            bn: 64,
+            bk: 64,
+            stages: 5,
+            group_m: 1,
+            ..base
+        }),
     ));
     let mut epi = GemmProblem::new(512, 384, 8192, DType::F16, r, r);
     epi.epilogue.bias = true;
     epi.epilogue.residual = true;
     epi.epilogue.activation = Activation::GeluTanh;
     epi.epilogue.out_dtype = DType::F32;
-    cases.push((epi, Some(MmaConfig { split_k: 4, stages: 2, ..base })));
+    cases.push((
+        epi,
+        Some(MmaConfig {
+            split_k: 4,
+            stages: 2,
+            ..base
+        }),
+    ));
     let tf = GemmProblem::new(1024, 1024, 1024, DType::Tf32, c, r);
-    cases.push((tf, Some(MmaConfig { bk: 32, stages: 3, swizzle: false, ..base })));
-    let jobs: Vec<(GemmProblem, Option<MmaConfig>, Arch)> =
-        cases.into_iter().flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a))).collect();
+    cases.push((
+        tf,
+        Some(MmaConfig {
+            bk: 32,
+            stages: 3,
+            swizzle: false,
+            ..base
+        }),
+    ));
+    let jobs: Vec<(GemmProblem, Option<MmaConfig>, Arch)> = cases
+        .into_iter()
+        .flat_map(|(p, c)| [Arch::Sm90a, Arch::Sm120].map(|a| (p, c, a)))
+        .collect();
     jobs.into_par_iter().for_each(|(p, cfg, arch)| {
         let c = cfg.unwrap_or_else(|| t.default_config(&p, arch));
         if let Err(e) = t.check(&p, &c, arch) {
@@ -139,7 +226,11 @@ fn mma_representative_configs_compile() {
         let src = t.emit(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
         let res = compile_and_report(&src, arch);
         if cfg.is_none() {
-            assert_eq!(res.spill_store_bytes, 0, "default config spills: {}", src.entry);
+            assert_eq!(
+                res.spill_store_bytes, 0,
+                "default config spills: {}",
+                src.entry
+            );
         }
     });
 }

@@ -14,8 +14,8 @@ use rtx_runtime::{Device, DeviceBuffer, RuntimeError, Stream};
 use rtx_synthesis::aot::{self, nvrtc_or_skip};
 use rtx_synthesis::templates::gemm::reference::{gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::templates::gemm::{
-    alloc_split_k_workspace, launch_gemm, Activation, ExtraArg, GemmBuffers, GemmProblem, Layout, MmaConfig, MmaGemm,
-    SimtConfig, SimtGemm,
+    alloc_split_k_workspace, launch_gemm, Activation, ExtraArg, GemmBuffers, GemmProblem, Layout,
+    MmaConfig, MmaGemm, SimtConfig, SimtGemm,
 };
 use rtx_synthesis::templates::{KernelSource, LaunchDims, Template};
 use rtx_synthesis::{Arch, DType};
@@ -50,7 +50,17 @@ struct Case {
 /// A problem whose leading dimensions are the natural ones rounded up to `align` elements, plus
 /// `align` more when `pad` (so rows are not packed); batch strides follow the padded layout.
 #[allow(clippy::too_many_arguments)]
-fn prob(m: u32, n: u32, k: u32, d: DType, la: Layout, lb: Layout, align: u32, pad: bool, batch: u32) -> GemmProblem {
+fn prob(
+    m: u32,
+    n: u32,
+    k: u32,
+    d: DType,
+    la: Layout,
+    lb: Layout,
+    align: u32,
+    pad: bool,
+    batch: u32,
+) -> GemmProblem {
     let mut p = GemmProblem::new(m, n, k, d, la, lb);
     let up = |x: u32| x.div_ceil(align) * align + if pad { align } else { 0 };
     p.lda = up(p.lda);
@@ -97,29 +107,74 @@ fn cases(arch: Arch) -> Vec<Case> {
     let mut v = Vec::new();
     let mut add = |name: String, p: GemmProblem, kernel: Kernel| v.push(Case { name, p, kernel });
     // ---------------- SIMT (f32) ----------------
-    add("simt nn 256^3 default".into(), prob(256, 256, 256, DType::F32, Row, Row, 1, false, 1), Kernel::Simt(None));
+    add(
+        "simt nn 256^3 default".into(),
+        prob(256, 256, 256, DType::F32, Row, Row, 1, false, 1),
+        Kernel::Simt(None),
+    );
     for (la, lb) in layouts {
         let p = prob(129, 257, 67, DType::F32, la, lb, 1, false, 1);
-        add(format!("simt {}{} 129x257x67 default (vec 1)", lname(la), lname(lb)), p, Kernel::Simt(None));
+        add(
+            format!("simt {}{} 129x257x67 default (vec 1)", lname(la), lname(lb)),
+            p,
+            Kernel::Simt(None),
+        );
     }
-    let base = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 2 };
+    let base = SimtConfig {
+        bm: 128,
+        bn: 128,
+        bk: 8,
+        tm: 8,
+        tn: 8,
+        stages: 2,
+        vec: 4,
+        group_m: 8,
+        min_blocks: 2,
+    };
     let async_ok = arch.has_cp_async();
     for (la, lb) in layouts {
         let p = prob(129, 257, 67, DType::F32, la, lb, 4, true, 1);
-        add(format!("simt {}{} 129x257x67 padded vec4 s2", lname(la), lname(lb)), p, Kernel::Simt(Some(base)));
+        add(
+            format!("simt {}{} 129x257x67 padded vec4 s2", lname(la), lname(lb)),
+            p,
+            Kernel::Simt(Some(base)),
+        );
         if async_ok {
-            let c = SimtConfig { bk: 16, stages: 3, min_blocks: 1, ..base };
+            let c = SimtConfig {
+                bk: 16,
+                stages: 3,
+                min_blocks: 1,
+                ..base
+            };
             add(
-                format!("simt {}{} 129x257x67 padded vec4 cp.async s3", lname(la), lname(lb)),
+                format!(
+                    "simt {}{} 129x257x67 padded vec4 cp.async s3",
+                    lname(la),
+                    lname(lb)
+                ),
                 p,
                 Kernel::Simt(Some(c)),
             );
         }
     }
     if async_ok {
-        let c = SimtConfig { bm: 64, bn: 64, bk: 16, tm: 4, tn: 4, stages: 4, vec: 2, group_m: 1, min_blocks: 2 };
+        let c = SimtConfig {
+            bm: 64,
+            bn: 64,
+            bk: 16,
+            tm: 4,
+            tn: 4,
+            stages: 4,
+            vec: 2,
+            group_m: 1,
+            min_blocks: 2,
+        };
         let p = prob(200, 130, 333, DType::F32, Col, Col, 2, false, 1);
-        add("simt tt 200x130x333 64x64 cp.async s4 vec2".into(), p, Kernel::Simt(Some(c)));
+        add(
+            "simt tt 200x130x333 64x64 cp.async s4 vec2".into(),
+            p,
+            Kernel::Simt(Some(c)),
+        );
     }
     // The large-output default (128x256x8, 8x16 thread tiles) in every layout: aligned and odd.
     for (la, lb) in layouts {
@@ -190,15 +245,30 @@ fn cases(arch: Arch) -> Vec<Case> {
         true,
         DType::F32,
     );
-    add("simt nt batch3 100x72x50 bias+gelu_tanh+residual beta=0.5".into(), p, Kernel::Simt(None));
-    let c = SimtConfig { bm: 128, bn: 256, bk: 8, tm: 16, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 1 };
+    add(
+        "simt nt batch3 100x72x50 bias+gelu_tanh+residual beta=0.5".into(),
+        p,
+        Kernel::Simt(None),
+    );
+    let c = SimtConfig {
+        bm: 128,
+        bn: 256,
+        bk: 8,
+        tm: 16,
+        tn: 8,
+        stages: 2,
+        vec: 4,
+        group_m: 8,
+        min_blocks: 1,
+    };
     add(
         "simt nn 512^3 128x256 tm16".into(),
         prob(512, 512, 512, DType::F32, Row, Row, 4, false, 1),
         Kernel::Simt(Some(c)),
     );
-    for (act, (la, lb)) in
-        [Activation::Relu, Activation::Silu, Activation::GeluErf].into_iter().zip([(Col, Row), (Row, Row), (Col, Col)])
+    for (act, (la, lb)) in [Activation::Relu, Activation::Silu, Activation::GeluErf]
+        .into_iter()
+        .zip([(Col, Row), (Row, Row), (Col, Col)])
     {
         let p = with_epilogue(
             prob(300, 200, 100, DType::F32, la, lb, 4, false, 1),
@@ -209,7 +279,11 @@ fn cases(arch: Arch) -> Vec<Case> {
             false,
             DType::F32,
         );
-        add(format!("simt {}{} 300x200x100 bias+{act:?}", lname(la), lname(lb)), p, Kernel::Simt(None));
+        add(
+            format!("simt {}{} 300x200x100 bias+{act:?}", lname(la), lname(lb)),
+            p,
+            Kernel::Simt(None),
+        );
     }
 
     // ---------------- mma.sync (f16 / bf16 / tf32) ----------------
@@ -217,12 +291,28 @@ fn cases(arch: Arch) -> Vec<Case> {
         let chunk = 16 / d.size_bytes() as u32;
         for (la, lb) in layouts {
             let p = prob(129, 257, 67, d, la, lb, chunk, false, 1);
-            add(format!("mma {d} {}{} 129x257x67 default", lname(la), lname(lb)), p, Kernel::Mma(None));
+            add(
+                format!("mma {d} {}{} 129x257x67 default", lname(la), lname(lb)),
+                p,
+                Kernel::Mma(None),
+            );
         }
-        add(format!("mma {d} nn 1x1x1"), prob(1, 1, 1, d, Row, Row, chunk, false, 1), Kernel::Mma(None));
+        add(
+            format!("mma {d} nn 1x1x1"),
+            prob(1, 1, 1, d, Row, Row, chunk, false, 1),
+            Kernel::Mma(None),
+        );
     }
-    add("mma f16 nn 256^3 default".into(), prob(256, 256, 256, DType::F16, Row, Row, 8, false, 1), Kernel::Mma(None));
-    add("mma bf16 nt 512^3 default".into(), prob(512, 512, 512, DType::Bf16, Row, Col, 8, false, 1), Kernel::Mma(None));
+    add(
+        "mma f16 nn 256^3 default".into(),
+        prob(256, 256, 256, DType::F16, Row, Row, 8, false, 1),
+        Kernel::Mma(None),
+    );
+    add(
+        "mma bf16 nt 512^3 default".into(),
+        prob(512, 512, 512, DType::Bf16, Row, Col, 8, false, 1),
+        Kernel::Mma(None),
+    );
     let p = with_epilogue(
         prob(100, 70, 50, DType::Bf16, Col, Row, 8, true, 3),
         1.0,
@@ -232,7 +322,11 @@ fn cases(arch: Arch) -> Vec<Case> {
         true,
         DType::F32,
     );
-    add("mma bf16 tn batch3 100x70x50 bias+gelu_erf+residual beta=-0.75 out f32".into(), p, Kernel::Mma(None));
+    add(
+        "mma bf16 tn batch3 100x70x50 bias+gelu_erf+residual beta=-0.75 out f32".into(),
+        p,
+        Kernel::Mma(None),
+    );
     let mb = MmaConfig {
         bm: 128,
         bn: 128,
@@ -262,29 +356,79 @@ fn cases(arch: Arch) -> Vec<Case> {
     add(
         "mma tf32 nn batch2 130x70x2000 split-k 3".into(),
         p,
-        Kernel::Mma(Some(MmaConfig { bk: 16, split_k: 3, ..mb })),
+        Kernel::Mma(Some(MmaConfig {
+            bk: 16,
+            split_k: 3,
+            ..mb
+        })),
     );
     let p = prob(1, 1, 64, DType::Bf16, Col, Col, 8, false, 1);
-    add("mma bf16 tt 1x1x64 split-k 2".into(), p, Kernel::Mma(Some(MmaConfig { split_k: 2, stages: 2, ..mb })));
+    add(
+        "mma bf16 tt 1x1x64 split-k 2".into(),
+        p,
+        Kernel::Mma(Some(MmaConfig {
+            split_k: 2,
+            stages: 2,
+            ..mb
+        })),
+    );
     let p = prob(333, 190, 250, DType::F16, Col, Row, 8, true, 1);
     add(
         "mma f16 tn 333x190x250 padded smem s3".into(),
         p,
-        Kernel::Mma(Some(MmaConfig { swizzle: false, stages: 3, ..mb })),
+        Kernel::Mma(Some(MmaConfig {
+            swizzle: false,
+            stages: 3,
+            ..mb
+        })),
     );
     let p = prob(333, 190, 250, DType::Bf16, Row, Row, 8, false, 1);
-    add("mma bf16 nn 333x190x250 s2 group1".into(), p, Kernel::Mma(Some(MmaConfig { stages: 2, group_m: 1, ..mb })));
+    add(
+        "mma bf16 nn 333x190x250 s2 group1".into(),
+        p,
+        Kernel::Mma(Some(MmaConfig {
+            stages: 2,
+            group_m: 1,
+            ..mb
+        })),
+    );
     let p = prob(300, 300, 300, DType::F16, Col, Col, 8, false, 1);
-    let c = MmaConfig { bm: 64, bn: 64, bk: 64, stages: 5, ..mb };
-    add("mma f16 tt 300^3 64x64x64 s5".into(), p, Kernel::Mma(Some(c)));
+    let c = MmaConfig {
+        bm: 64,
+        bn: 64,
+        bk: 64,
+        stages: 5,
+        ..mb
+    };
+    add(
+        "mma f16 tt 300^3 64x64x64 s5".into(),
+        p,
+        Kernel::Mma(Some(c)),
+    );
     let p = prob(520, 260, 256, DType::Bf16, Row, Col, 8, false, 1);
-    let c = MmaConfig { bm: 256, bn: 128, warps_m: 4, warps_n: 2, stages: 3, ..mb };
-    add("mma bf16 nt 520x260x256 256x128 8 warps".into(), p, Kernel::Mma(Some(c)));
+    let c = MmaConfig {
+        bm: 256,
+        bn: 128,
+        warps_m: 4,
+        warps_n: 2,
+        stages: 3,
+        ..mb
+    };
+    add(
+        "mma bf16 nt 520x260x256 256x128 8 warps".into(),
+        p,
+        Kernel::Mma(Some(c)),
+    );
     let p = prob(200, 200, 200, DType::Tf32, Col, Row, 4, false, 1);
     add(
         "mma tf32 tn 200^3 bk32 padded".into(),
         p,
-        Kernel::Mma(Some(MmaConfig { bk: 32, stages: 3, swizzle: false, ..mb })),
+        Kernel::Mma(Some(MmaConfig {
+            bk: 32,
+            stages: 3,
+            swizzle: false,
+            ..mb
+        })),
     );
     let p = with_epilogue(
         prob(150, 140, 130, DType::F16, Row, Row, 8, false, 1),
@@ -295,7 +439,11 @@ fn cases(arch: Arch) -> Vec<Case> {
         false,
         DType::Bf16,
     );
-    add("mma f16 nn 150x140x130 silu out bf16".into(), p, Kernel::Mma(None));
+    add(
+        "mma f16 nn 150x140x130 silu out bf16".into(),
+        p,
+        Kernel::Mma(None),
+    );
     v
 }
 
@@ -308,27 +456,41 @@ struct HostData {
 fn random_data(rng: &mut SmallRng, d: DType, len: u64) -> HostData {
     let raw: Vec<f32> = (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     match d {
-        DType::F32 | DType::Tf32 => {
-            HostData { values: raw.iter().map(|&x| x as f64).collect(), bytes: bytemuck::cast_slice(&raw).to_vec() }
-        }
+        DType::F32 | DType::Tf32 => HostData {
+            values: raw.iter().map(|&x| x as f64).collect(),
+            bytes: bytemuck::cast_slice(&raw).to_vec(),
+        },
         DType::F16 => {
             let h: Vec<f16> = raw.iter().map(|&x| f16::from_f32(x)).collect();
-            HostData { values: h.iter().map(|x| x.to_f64()).collect(), bytes: bytemuck::cast_slice(&h).to_vec() }
+            HostData {
+                values: h.iter().map(|x| x.to_f64()).collect(),
+                bytes: bytemuck::cast_slice(&h).to_vec(),
+            }
         }
         DType::Bf16 => {
             let h: Vec<bf16> = raw.iter().map(|&x| bf16::from_f32(x)).collect();
-            HostData { values: h.iter().map(|x| x.to_f64()).collect(), bytes: bytemuck::cast_slice(&h).to_vec() }
+            HostData {
+                values: h.iter().map(|x| x.to_f64()).collect(),
+                bytes: bytemuck::cast_slice(&h).to_vec(),
+            }
         }
     }
 }
 
 fn decode(d: DType, bytes: &[u8]) -> Vec<f64> {
     match d {
-        DType::F32 | DType::Tf32 => {
-            bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64).collect()
-        }
-        DType::F16 => bytes.chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64()).collect(),
-        DType::Bf16 => bytes.chunks_exact(2).map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64()).collect(),
+        DType::F32 | DType::Tf32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f64())
+            .collect(),
+        DType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|b| bf16::from_le_bytes([b[0], b[1]]).to_f64())
+            .collect(),
     }
 }
 
@@ -352,16 +514,32 @@ fn build(case: Case, arch: Arch) -> Result<Built, String> {
         Kernel::Simt(c) => {
             let t = SimtGemm;
             let c = c.unwrap_or_else(|| t.default_config(p, arch));
-            (t.emit(p, &c, arch).map_err(|e| e.to_string())?, t.launch(p, &c), None)
+            (
+                t.emit(p, &c, arch).map_err(|e| e.to_string())?,
+                t.launch(p, &c),
+                None,
+            )
         }
         Kernel::Mma(c) => {
             let t = MmaGemm;
             let c = c.unwrap_or_else(|| t.default_config(p, arch));
-            (t.emit(p, &c, arch).map_err(|e| e.to_string())?, t.launch(p, &c), Some(c))
+            (
+                t.emit(p, &c, arch).map_err(|e| e.to_string())?,
+                t.launch(p, &c),
+                Some(c),
+            )
         }
     };
-    let cubin = aot::compile(&src, arch).map(|c| c.cubin).map_err(|e| e.to_string());
-    Ok(Built { case, src, dims, mma, cubin })
+    let cubin = aot::compile(&src, arch)
+        .map(|c| c.cubin)
+        .map_err(|e| e.to_string());
+    Ok(Built {
+        case,
+        src,
+        dims,
+        mma,
+        cubin,
+    })
 }
 
 /// Runs one built case; returns the relative error on success.
@@ -423,7 +601,9 @@ fn run(b: &Built, dev: &Device, stream: &Stream, seed: u64) -> Result<f64, Strin
             for j in 0..p.n as u64 {
                 let idx = (bt * p.stride_c + i * p.ldc as u64 + j) as usize;
                 if got[idx].is_nan() {
-                    return Err(format!("NaN (unwritten or invalid) at batch {bt} row {i} col {j}"));
+                    return Err(format!(
+                        "NaN (unwritten or invalid) at batch {bt} row {i} col {j}"
+                    ));
                 }
                 g.push(got[idx]);
                 w.push(want[idx]);
@@ -444,9 +624,15 @@ fn run(b: &Built, dev: &Device, stream: &Stream, seed: u64) -> Result<f64, Strin
             dc.fill_u8(0xFF, stream).map_err(re)?;
         }
         let again = launch(&mut dc)?;
-        let same = got.iter().zip(&again).all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
+        let same = got
+            .iter()
+            .zip(&again)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()));
         if !same {
-            return Err(format!("split_k={} relaunch differs (counters not reset?)", c.split_k));
+            return Err(format!(
+                "split_k={} relaunch differs (counters not reset?)",
+                c.split_k
+            ));
         }
     }
     Ok(err)
@@ -458,7 +644,10 @@ fn gemm_templates_match_the_reference_on_gpu() {
         return;
     }
     if Device::count() == 0 {
-        assert!(std::env::var_os("RTX_REQUIRE_GPU").is_none(), "RTX_REQUIRE_GPU is set but no CUDA device is usable");
+        assert!(
+            std::env::var_os("RTX_REQUIRE_GPU").is_none(),
+            "RTX_REQUIRE_GPU is set but no CUDA device is usable"
+        );
         eprintln!("SKIP gemm_templates_match_the_reference_on_gpu: no CUDA device");
         return;
     }
@@ -476,7 +665,11 @@ fn gemm_templates_match_the_reference_on_gpu() {
             build(c, arch).map_err(|e| (name, e))
         })
         .collect();
-    eprintln!("compiled {} kernels in {:.1}s", built.len(), started.elapsed().as_secs_f64());
+    eprintln!(
+        "compiled {} kernels in {:.1}s",
+        built.len(),
+        started.elapsed().as_secs_f64()
+    );
     let mut failures = Vec::new();
     for (i, b) in built.iter().enumerate() {
         let b = match b {
@@ -496,14 +689,19 @@ fn gemm_templates_match_the_reference_on_gpu() {
             Err(e) => {
                 eprintln!("FAIL {} ({}): {e}", b.case.name, b.src.entry);
                 failures.push(b.case.name.clone());
-                if e.contains("ILLEGAL") || e.contains("LAUNCH_FAILED") || e.contains("MISALIGNED") {
+                if e.contains("ILLEGAL") || e.contains("LAUNCH_FAILED") || e.contains("MISALIGNED")
+                {
                     eprintln!("context is unusable after a device fault; stopping");
                     break;
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{} GEMM case(s) failed: {failures:?}", failures.len());
+    assert!(
+        failures.is_empty(),
+        "{} GEMM case(s) failed: {failures:?}",
+        failures.len()
+    );
 }
 
 #[test]
@@ -515,16 +713,28 @@ fn gpu_cases_are_valid_configs() {
             let r = match c.kernel {
                 Kernel::Simt(cfg) => {
                     let t = SimtGemm;
-                    t.check(&c.p, &cfg.unwrap_or_else(|| t.default_config(&c.p, arch)), arch)
+                    t.check(
+                        &c.p,
+                        &cfg.unwrap_or_else(|| t.default_config(&c.p, arch)),
+                        arch,
+                    )
                 }
                 Kernel::Mma(cfg) => {
                     let t = MmaGemm;
-                    t.check(&c.p, &cfg.unwrap_or_else(|| t.default_config(&c.p, arch)), arch)
+                    t.check(
+                        &c.p,
+                        &cfg.unwrap_or_else(|| t.default_config(&c.p, arch)),
+                        arch,
+                    )
                 }
             };
             // Only a shared-memory budget may exclude a case on a smaller part.
             if let Err(e) = r {
-                assert!(arch != Arch::Sm90a && e.reason.contains("shared memory"), "{arch} {}: {e}", c.name);
+                assert!(
+                    arch != Arch::Sm90a && e.reason.contains("shared memory"),
+                    "{arch} {}: {e}",
+                    c.name
+                );
             }
         }
     }

@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use rtx_synthesis::templates::gemm::wgmma::{WgmmaConfig, WgmmaGemm};
-use rtx_synthesis::templates::gemm::{GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm};
+use rtx_synthesis::templates::gemm::{
+    GemmProblem, Layout, MmaConfig, MmaGemm, SimtConfig, SimtGemm,
+};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 
@@ -35,8 +37,11 @@ fn problem_strategy(dtypes: Vec<DType>) -> impl Strategy<Value = GemmProblem> {
             p.lda += pa;
             p.ldb += pb;
             p.ldc += pc;
-            let (ea, eb, ec) =
-                (p.lda as u64 * k.max(m) as u64, p.ldb as u64 * k.max(n) as u64, p.ldc as u64 * m as u64);
+            let (ea, eb, ec) = (
+                p.lda as u64 * k.max(m) as u64,
+                p.ldb as u64 * k.max(n) as u64,
+                p.ldc as u64 * m as u64,
+            );
             p.stride_a = ea;
             p.stride_b = eb;
             p.stride_c = ec;
@@ -74,7 +79,11 @@ fn mma_smem(p: &GemmProblem, c: &MmaConfig) -> u64 {
     let e = p.dtype.size_bytes() as u64;
     let chunk = 16 / e;
     let tile = |mn: u64, kcontig: bool| -> u64 {
-        let (rows, cols) = if kcontig { (mn, c.bk as u64) } else { (c.bk as u64, mn) };
+        let (rows, cols) = if kcontig {
+            (mn, c.bk as u64)
+        } else {
+            (c.bk as u64, mn)
+        };
         let scalar_tf32 = p.dtype == DType::Tf32 && !kcontig;
         let pad = if scalar_tf32 {
             8
@@ -85,7 +94,8 @@ fn mma_smem(p: &GemmProblem, c: &MmaConfig) -> u64 {
         };
         rows * (cols + pad)
     };
-    let per_stage = tile(c.bm as u64, p.layout_a == Layout::Row) + tile(c.bn as u64, p.layout_b == Layout::Col);
+    let per_stage =
+        tile(c.bm as u64, p.layout_a == Layout::Row) + tile(c.bn as u64, p.layout_b == Layout::Col);
     c.stages as u64 * per_stage * e
 }
 
@@ -103,7 +113,8 @@ fn max_threads_per_sm(a: Arch) -> u64 {
 /// TMA-store epilogue the ring is rounded up to 1 KiB and two boxes per consumer follow it, each
 /// 64 rows of 128 bytes (64 where a consumer's columns are not a multiple of 64).
 fn wgmma_smem(c: &WgmmaConfig) -> u64 {
-    let ring = c.stages as u64 * (c.bm + c.bn.next_multiple_of(64)) as u64 * 128 + 16 * c.stages as u64;
+    let ring =
+        c.stages as u64 * (c.bm + c.bn.next_multiple_of(64)) as u64 * 128 + 16 * c.stages as u64;
     if c.tma_store {
         let cols = if c.split_n { c.bn / 2 } else { c.bn };
         let span = if cols % 64 == 0 { 128 } else { 64 };
@@ -116,7 +127,10 @@ fn wgmma_smem(c: &WgmmaConfig) -> u64 {
 /// Whether an operand of `p` is read in place by TMA (not staged by the tf32 pre-pass).
 fn wgmma_in_place(p: &GemmProblem) -> (bool, bool) {
     let tf32 = p.dtype == DType::Tf32;
-    (!(tf32 && p.layout_a == Layout::Col), !(tf32 && p.layout_b == Layout::Row))
+    (
+        !(tf32 && p.layout_a == Layout::Col),
+        !(tf32 && p.layout_b == Layout::Row),
+    )
 }
 
 proptest! {
@@ -258,14 +272,26 @@ fn space_sizes() {
     let arch = Arch::Sm90a;
     let big = GemmProblem::nn(4096, 4096, 4096, DType::F32);
     let simt = SimtGemm;
-    let (raw, valid) = (simt.space(&big, arch).len(), simt.valid_space(&big, arch).len());
+    let (raw, valid) = (
+        simt.space(&big, arch).len(),
+        simt.valid_space(&big, arch).len(),
+    );
     eprintln!("simt 4096^3 f32 on {arch}: {raw} raw, {valid} valid");
     assert!(valid >= 100 && valid <= raw);
     let mma = MmaGemm;
     for (name, p) in [
-        ("4096^3 bf16", GemmProblem::nn(4096, 4096, 4096, DType::Bf16)),
-        ("512x512x8192 f16 (split-K)", GemmProblem::nn(512, 512, 8192, DType::F16)),
-        ("4096^3 tf32", GemmProblem::nn(4096, 4096, 4096, DType::Tf32)),
+        (
+            "4096^3 bf16",
+            GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
+        ),
+        (
+            "512x512x8192 f16 (split-K)",
+            GemmProblem::nn(512, 512, 8192, DType::F16),
+        ),
+        (
+            "4096^3 tf32",
+            GemmProblem::nn(4096, 4096, 4096, DType::Tf32),
+        ),
     ] {
         let (raw, valid) = (mma.space(&p, arch).len(), mma.valid_space(&p, arch).len());
         let v120 = mma.valid_space(&p, Arch::Sm120).len();
@@ -273,7 +299,12 @@ fn space_sizes() {
         assert!(valid >= 100 && valid <= raw && v120 <= valid);
     }
     let wg = WgmmaGemm::default();
-    for (la, lb) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)] {
+    for (la, lb) in [
+        (Layout::Row, Layout::Row),
+        (Layout::Row, Layout::Col),
+        (Layout::Col, Layout::Row),
+        (Layout::Col, Layout::Col),
+    ] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb);
         let (raw, valid) = (wg.space(&p, arch).len(), wg.valid_space(&p, arch).len());
         eprintln!("wgmma 4096^3 tf32 {la:?}{lb:?}: {raw} raw, {valid} valid on sm_90a");

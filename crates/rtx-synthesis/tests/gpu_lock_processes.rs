@@ -2,7 +2,9 @@
 //! holder mode) takes a device's lock; the parent then finds the GPU busy and named after the
 //! child, waits for it under the `wait` policy, and gets it at once after the holder is killed.
 
-use rtx_synthesis::tuner::gpu_lock::{acquire_in, read_holder, lock_path, GpuLockError, LockPolicy};
+use rtx_synthesis::tuner::gpu_lock::{
+    acquire_in, lock_path, read_holder, GpuLockError, LockPolicy,
+};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -17,8 +19,11 @@ const DEVICE: &str = "GPU-00000000-test-lock-0000-processes";
 /// Child mode: take the lock, say so, hold it until stdin closes.
 #[test]
 fn holder_child() {
-    let Some(dir) = std::env::var_os(HOLD_ENV) else { return };
-    let lock = acquire_in(Path::new(&dir), DEVICE, LockPolicy::Fail, |_| ()).expect("child takes the free lock");
+    let Some(dir) = std::env::var_os(HOLD_ENV) else {
+        return;
+    };
+    let lock = acquire_in(Path::new(&dir), DEVICE, LockPolicy::Fail, |_| ())
+        .expect("child takes the free lock");
     assert!(lock.is_held());
     println!("{HELD}");
     let mut rest = Vec::new();
@@ -27,7 +32,10 @@ fn holder_child() {
 }
 
 /// Starts a holder and returns once it holds the lock (its stdout read up to the marker).
-#[allow(clippy::zombie_processes, reason = "on a panic here the dropped handle closes the holder's stdin and it exits")]
+#[allow(
+    clippy::zombie_processes,
+    reason = "on a panic here the dropped handle closes the holder's stdin and it exits"
+)]
 fn spawn_holder(dir: &Path) -> (Child, BufReader<ChildStdout>) {
     let exe = std::env::current_exe().expect("test binary path");
     let mut child = Command::new(exe)
@@ -65,7 +73,9 @@ fn a_busy_gpu_names_its_holder_and_a_waiter_gets_it_when_the_holder_ends() {
     let (mut child, _out) = spawn_holder(&dir);
     let pid = child.id();
 
-    match acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| panic!("fail policy must not wait")) {
+    match acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| {
+        panic!("fail policy must not wait")
+    }) {
         Err(GpuLockError::Busy { device, holder }) => {
             assert_eq!(device, DEVICE);
             let h = holder.expect("the holder wrote its name");
@@ -79,16 +89,26 @@ fn a_busy_gpu_names_its_holder_and_a_waiter_gets_it_when_the_holder_ends() {
     let (tx, rx) = mpsc::channel();
     let d = dir.clone();
     let waiter = std::thread::spawn(move || {
-        acquire_in(&d, DEVICE, LockPolicy::Wait, |h| tx.send(h.map(|h| h.pid)).unwrap()).map(|l| {
+        acquire_in(&d, DEVICE, LockPolicy::Wait, |h| {
+            tx.send(h.map(|h| h.pid)).unwrap()
+        })
+        .map(|l| {
             let me = read_holder(l.path().unwrap()).map(|h| h.pid);
             (l.is_held(), me)
         })
     });
     assert_eq!(rx.recv().expect("on_wait called"), Some(pid));
     drop(child.stdin.take()); // the holder's stdin closes: it drops the lock and exits
-    let (held, me) = waiter.join().expect("waiter thread").expect("waiter gets the lock");
+    let (held, me) = waiter
+        .join()
+        .expect("waiter thread")
+        .expect("waiter gets the lock");
     assert!(held);
-    assert_eq!(me, Some(std::process::id()), "the new holder wrote itself into the lock file");
+    assert_eq!(
+        me,
+        Some(std::process::id()),
+        "the new holder wrote itself into the lock file"
+    );
     assert!(child.wait().expect("holder exit").success());
 }
 
@@ -97,9 +117,13 @@ fn a_killed_holder_leaves_no_stale_lock() {
     let (_t, dir) = dir();
     let (mut child, _out) = spawn_holder(&dir);
     assert!(lock_path(&dir, DEVICE).exists());
-    assert!(matches!(acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| ()), Err(GpuLockError::Busy { .. })));
+    assert!(matches!(
+        acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| ()),
+        Err(GpuLockError::Busy { .. })
+    ));
     child.kill().expect("kill holder");
     child.wait().expect("reap holder");
-    let l = acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| ()).expect("the dead holder's lock is free");
+    let l =
+        acquire_in(&dir, DEVICE, LockPolicy::Fail, |_| ()).expect("the dead holder's lock is free");
     assert!(l.is_held());
 }

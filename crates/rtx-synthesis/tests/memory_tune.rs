@@ -5,14 +5,17 @@
 
 use proptest::prelude::*;
 use rtx_synthesis::synth::{MemoryOp, MemorySpace};
-use rtx_synthesis::templates::elementwise::{presets, ElementwiseConfig, ElementwiseProblem, ElementwiseTemplate, GridMode};
+use rtx_synthesis::templates::elementwise::{
+    presets, ElementwiseConfig, ElementwiseProblem, ElementwiseTemplate, GridMode,
+};
 use rtx_synthesis::templates::reduce::{RowProblem, RowReduceTemplate};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::db::{decode, encode};
 use rtx_synthesis::tuner::{
-    run_protocol, CandidateError, CandidateResult, DbEntry, DeviceKey, Exhaustive, LookupPolicy, LookupSource, MeasureProtocol,
-    NoProgress, ProblemSignature, ResourceUsage, StoredConfig, TimingStats, TuneBackend, TuneKey, TuneOptions, TuneTask, Tuner,
-    TuningDb, VerifyReport, Warmup,
+    run_protocol, CandidateError, CandidateResult, DbEntry, DeviceKey, Exhaustive, LookupPolicy,
+    LookupSource, MeasureProtocol, NoProgress, ProblemSignature, ResourceUsage, StoredConfig,
+    TimingStats, TuneBackend, TuneKey, TuneOptions, TuneTask, Tuner, TuningDb, VerifyReport,
+    Warmup,
 };
 use rtx_synthesis::{Arch, DType};
 use std::path::Path;
@@ -37,7 +40,12 @@ fn entry<T: Template>(t: &T, p: &T::Problem, c: &T::Config, us: f64) -> DbEntry
 where
     T::Problem: ProblemSignature,
 {
-    let fp = t.emit(p, c, ARCH).unwrap().fingerprint().to_hex().to_string();
+    let fp = t
+        .emit(p, c, ARCH)
+        .unwrap()
+        .fingerprint()
+        .to_hex()
+        .to_string();
     DbEntry {
         key: TuneKey::new(t, p, ARCH, &device()).unwrap(),
         winner: StoredConfig {
@@ -63,7 +71,11 @@ fn elementwise_signatures_name_graph_shape_and_dtypes() {
     let s = p.signature();
     assert_eq!(s.op, "elementwise");
     assert_eq!(s.shape, vec![32768, 4096]);
-    assert_eq!(s.dtypes, vec![DType::Bf16; 4], "three inputs then the output");
+    assert_eq!(
+        s.dtypes,
+        vec![DType::Bf16; 4],
+        "three inputs then the output"
+    );
     assert_eq!(s.layouts, vec!["full", "full", "row"]);
     let get = |k: &str| s.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
     assert_eq!(get("graph"), Some(p.graph.fingerprint()));
@@ -72,32 +84,60 @@ fn elementwise_signatures_name_graph_shape_and_dtypes() {
     // Another graph or dtype is another family; another shape is the same family.
     let other = ElementwiseProblem::new(presets::silu_gate(DType::Bf16).unwrap(), 32768, 4096);
     assert_ne!(other.signature().family(), s.family());
-    assert_ne!(chain8(DType::F16, 32768, 4096).signature().family(), s.family());
-    assert_eq!(chain8(DType::Bf16, 1024, 4096).signature().family(), s.family());
+    assert_ne!(
+        chain8(DType::F16, 32768, 4096).signature().family(),
+        s.family()
+    );
+    assert_eq!(
+        chain8(DType::Bf16, 1024, 4096).signature().family(),
+        s.family()
+    );
     // An odd row length is not served a config tuned for aligned rows.
-    assert_ne!(chain8(DType::Bf16, 32768, 4095).signature().family(), s.family());
+    assert_ne!(
+        chain8(DType::Bf16, 32768, 4095).signature().family(),
+        s.family()
+    );
     let t = ElementwiseTemplate;
     let k1 = TuneKey::new(&t, &p, ARCH, &device()).unwrap();
     let k2 = TuneKey::new(&t, &chain8(DType::Bf16, 2048, 8192), ARCH, &device()).unwrap();
-    assert_eq!(k1.family(), k2.family(), "the elementwise code does not depend on the shape");
-    assert!(k1.to_string().starts_with("elementwise[bf16,bf16,bf16,bf16|full,full,row|32768x4096]"), "{k1}");
+    assert_eq!(
+        k1.family(),
+        k2.family(),
+        "the elementwise code does not depend on the shape"
+    );
+    assert!(
+        k1.to_string()
+            .starts_with("elementwise[bf16,bf16,bf16,bf16|full,full,row|32768x4096]"),
+        "{k1}"
+    );
 }
 
 #[test]
 fn row_signatures_name_kind_shape_dtype_and_affine() {
     let sm = RowProblem::softmax(16384, 3072, DType::Bf16);
     let s = sm.signature();
-    assert_eq!((s.op.as_str(), s.shape.clone(), s.dtypes.clone()), ("row_softmax", vec![16384, 3072], vec![DType::Bf16]));
+    assert_eq!(
+        (s.op.as_str(), s.shape.clone(), s.dtypes.clone()),
+        ("row_softmax", vec![16384, 3072], vec![DType::Bf16])
+    );
     let ln = RowProblem::layernorm(16384, 3072, DType::Bf16, false, false, 1e-5);
     let ln_affine = RowProblem::layernorm(16384, 3072, DType::Bf16, true, true, 1e-5);
     let rms = RowProblem::rmsnorm(16384, 3072, DType::Bf16, false, 1e-6);
-    let fams = [s.family(), ln.signature().family(), ln_affine.signature().family(), rms.signature().family()];
+    let fams = [
+        s.family(),
+        ln.signature().family(),
+        ln_affine.signature().family(),
+        rms.signature().family(),
+    ];
     for i in 0..fams.len() {
         for j in i + 1..fams.len() {
             assert_ne!(fams[i], fams[j]);
         }
     }
-    assert_ne!(ln.with_residual().signature().family(), ln.signature().family());
+    assert_ne!(
+        ln.with_residual().signature().family(),
+        ln.signature().family()
+    );
     // eps is a kernel argument, not part of the key.
     assert_eq!(
         RowProblem::layernorm(16384, 3072, DType::Bf16, false, false, 1e-6).signature(),
@@ -107,7 +147,13 @@ fn row_signatures_name_kind_shape_dtype_and_affine() {
     // op share a family and the nearest-bucket lookup can borrow across row lengths.
     let t = RowReduceTemplate;
     let a = TuneKey::new(&t, &sm, ARCH, &device()).unwrap();
-    let b = TuneKey::new(&t, &RowProblem::softmax(4096, 16384, DType::Bf16), ARCH, &device()).unwrap();
+    let b = TuneKey::new(
+        &t,
+        &RowProblem::softmax(4096, 16384, DType::Bf16),
+        ARCH,
+        &device(),
+    )
+    .unwrap();
     assert_eq!(a.family(), b.family());
     assert_ne!(a, b);
 }
@@ -129,12 +175,19 @@ fn lookup_serves_exact_then_nearest_then_default() {
     let pol = LookupPolicy::default();
     let exact = db.lookup(&t, &p, ARCH, &device(), &pol).unwrap();
     assert_eq!((exact.config, exact.source), (tuned, LookupSource::Exact));
-    let near = db.lookup(&t, &chain8(DType::Bf16, 16384, 4096), ARCH, &device(), &pol).unwrap();
+    let near = db
+        .lookup(&t, &chain8(DType::Bf16, 16384, 4096), ARCH, &device(), &pol)
+        .unwrap();
     assert_eq!(near.config, tuned);
-    assert!(matches!(near.source, LookupSource::NearestBucket { ref from, .. } if from == &vec![32768, 4096]));
+    assert!(
+        matches!(near.source, LookupSource::NearestBucket { ref from, .. } if from == &vec![32768, 4096])
+    );
     let far = chain8(DType::Bf16, 64, 64);
     let d = db.lookup(&t, &far, ARCH, &device(), &pol).unwrap();
-    assert_eq!((d.config, d.source), (t.default_config(&far, ARCH), LookupSource::Default));
+    assert_eq!(
+        (d.config, d.source),
+        (t.default_config(&far, ARCH), LookupSource::Default)
+    );
 
     // Row ops: an entry survives a reopen and is served to a nearby row length when it fits.
     let rt = RowReduceTemplate;
@@ -147,9 +200,16 @@ fn lookup_serves_exact_then_nearest_then_default() {
     assert_eq!((got.config, got.source), (pick, LookupSource::Exact));
     let other = RowProblem::softmax(8192, 3072, DType::Bf16);
     let got = db.lookup(&rt, &other, ARCH, &device(), &pol).unwrap();
-    assert!(matches!(got.source, LookupSource::NearestBucket { .. }), "{:?}", got.source);
+    assert!(
+        matches!(got.source, LookupSource::NearestBucket { .. }),
+        "{:?}",
+        got.source
+    );
     let ln = RowProblem::layernorm(16384, 3072, DType::Bf16, false, false, 1e-5);
-    assert_eq!(db.lookup(&rt, &ln, ARCH, &device(), &pol).unwrap().source, LookupSource::Default);
+    assert_eq!(
+        db.lookup(&rt, &ln, ARCH, &device(), &pol).unwrap().source,
+        LookupSource::Default
+    );
 }
 
 fn arb_row_problem() -> impl Strategy<Value = RowProblem> {
@@ -249,7 +309,10 @@ impl TuneBackend<MemorySpace<ElementwiseTemplate>> for DummyMemBackend {
     ) -> Result<VerifyReport, CandidateError> {
         self.verifies.fetch_add(1, Ordering::Relaxed);
         let rel_err = if *config == self.wrong { 0.5 } else { 1e-3 };
-        Ok(VerifyReport { rel_err, bound: 2e-2 })
+        Ok(VerifyReport {
+            rel_err,
+            bound: 2e-2,
+        })
     }
 
     fn time(
@@ -290,15 +353,34 @@ fn tuner_picks_the_fastest_verified_memory_config_and_refuses_a_wrong_one() {
         ..TuneOptions::default()
     });
     let outcome = tuner
-        .tune(&space, &p, ARCH, &backend, &mut Exhaustive::new(), &protocol, &mut NoProgress)
+        .tune(
+            &space,
+            &p,
+            ARCH,
+            &backend,
+            &mut Exhaustive::new(),
+            &protocol,
+            &mut NoProgress,
+        )
         .unwrap();
     assert_ne!(outcome.best.config, wrong, "a wrong config never wins");
     let best_us = outcome.best.final_stats().unwrap().median_us;
-    let fastest_verified = sorted.iter().skip(1).map(|c| DummyMemBackend::model_us(c)).next().unwrap();
-    assert!((best_us - fastest_verified).abs() <= 0.03 * fastest_verified, "{best_us} vs {fastest_verified}");
+    let fastest_verified = sorted
+        .iter()
+        .skip(1)
+        .map(|c| DummyMemBackend::model_us(c))
+        .next()
+        .unwrap();
+    assert!(
+        (best_us - fastest_verified).abs() <= 0.03 * fastest_verified,
+        "{best_us} vs {fastest_verified}"
+    );
     let rec = outcome.table.iter().find(|r| r.config == wrong).unwrap();
     assert!(
-        matches!(&rec.result, CandidateResult::Failed(CandidateError::WrongResult { .. })),
+        matches!(
+            &rec.result,
+            CandidateResult::Failed(CandidateError::WrongResult { .. })
+        ),
         "{:?}",
         rec.result
     );
@@ -309,9 +391,18 @@ fn tuner_picks_the_fastest_verified_memory_config_and_refuses_a_wrong_one() {
     let mut db = TuningDb::open(dir.path().join("t.db")).unwrap();
     db.insert(e).unwrap();
     let found = db
-        .lookup(&ElementwiseTemplate, &p, ARCH, &device(), &LookupPolicy::default())
+        .lookup(
+            &ElementwiseTemplate,
+            &p,
+            ARCH,
+            &device(),
+            &LookupPolicy::default(),
+        )
         .unwrap();
-    assert_eq!((found.config, found.source), (outcome.best.config, LookupSource::Exact));
+    assert_eq!(
+        (found.config, found.source),
+        (outcome.best.config, LookupSource::Exact)
+    );
     assert!(found.fallbacks.iter().all(|c| *c != wrong));
     // The bounded space is what the bench tunes: a few dozen configs, all 8- or 16-byte accesses.
     assert!(configs.len() <= 48 && configs.iter().all(|c| c.vec * 2 >= 8));

@@ -31,7 +31,9 @@ use rtx_synthesis::templates::reduce::{
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
 mod gpu_support;
-use gpu_support::{encode, gpu_or_skip, poisoned, report_case, unguard, upload_at, HostTensor, GUARD};
+use gpu_support::{
+    encode, gpu_or_skip, poisoned, report_case, unguard, upload_at, HostTensor, GUARD,
+};
 
 const COLS: [u32; 8] = [1, 3, 63, 64, 1000, 3072, 4097, 65536];
 
@@ -378,7 +380,11 @@ fn row_kernels_match_the_f64_reference() {
             };
             for &off in offsets {
                 let name = format!("{} {rows}x{cols} offset{off}", c.name);
-                report_case(&name, run_one(&dev, &s, k, rows, cols, off, &mut rng), &mut failures);
+                report_case(
+                    &name,
+                    run_one(&dev, &s, k, rows, cols, off, &mut rng),
+                    &mut failures,
+                );
             }
         }
     }

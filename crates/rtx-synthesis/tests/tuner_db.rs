@@ -3,7 +3,9 @@
 //! key must be present afterwards and no temporary file may be left behind.
 
 use rtx_synthesis::tuner::db::EntryMeta;
-use rtx_synthesis::tuner::{DbEntry, DeviceKey, OpSignature, StoredConfig, TimingStats, TuneKey, TuningDb};
+use rtx_synthesis::tuner::{
+    DbEntry, DeviceKey, OpSignature, StoredConfig, TimingStats, TuneKey, TuningDb,
+};
 use rtx_synthesis::Arch;
 use std::path::Path;
 use std::process::Command;
@@ -94,7 +96,13 @@ fn concurrent_processes_lose_no_entries() {
     let children: Vec<_> = (0..CHILDREN)
         .map(|id| {
             Command::new(&exe)
-                .args(["db_child_entry", "--exact", "--nocapture", "--test-threads", "1"])
+                .args([
+                    "db_child_entry",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads",
+                    "1",
+                ])
                 .env(CHILD_PATH, &path)
                 .env(CHILD_ID, id.to_string())
                 .spawn()
@@ -115,5 +123,9 @@ fn concurrent_processes_lose_no_entries() {
             assert_eq!(e.winner.config, serde_json::json!({"child": child, "j": j}));
         }
     }
-    assert!(temp_files(dir.path()).is_empty(), "{:?}", temp_files(dir.path()));
+    assert!(
+        temp_files(dir.path()).is_empty(),
+        "{:?}",
+        temp_files(dir.path())
+    );
 }

@@ -7,7 +7,9 @@
 //! substitutes made-up timings.
 
 use rtx_synthesis::tuner::replay::fixture_files;
-use rtx_synthesis::tuner::{cost_model_for_table, replay, Budget, Guided, ReplayTable, TuneOptions};
+use rtx_synthesis::tuner::{
+    cost_model_for_table, replay, Budget, Guided, ReplayTable, TuneOptions,
+};
 use std::path::PathBuf;
 
 const MAX_GAP: f64 = 0.03;
@@ -52,7 +54,14 @@ fn replay_all() -> Vec<String> {
             table.device,
             table.problem
         );
-        let run = || replay(&table, &mut Guided::new(0, Budget::Fraction(MAX_FRACTION)), batch, model.as_deref());
+        let run = || {
+            replay(
+                &table,
+                &mut Guided::new(0, Budget::Fraction(MAX_FRACTION)),
+                batch,
+                model.as_deref(),
+            )
+        };
         let r = run();
         assert_eq!(r, run(), "{}: the replay is not deterministic", f.display());
         let gap = r
@@ -75,7 +84,11 @@ fn replay_all() -> Vec<String> {
             r.measured_fraction() * 100.0
         );
         if gap > MAX_GAP {
-            misses.push(format!("{}: guided ends {:.2}% behind the exhaustive best", f.display(), gap * 100.0));
+            misses.push(format!(
+                "{}: guided ends {:.2}% behind the exhaustive best",
+                f.display(),
+                gap * 100.0
+            ));
         }
     }
     misses
@@ -85,7 +98,10 @@ fn replay_all() -> Vec<String> {
 fn guided_replays_deterministically_within_its_budget() {
     let misses = replay_all();
     if !misses.is_empty() {
-        eprintln!("GAP MISSES (the test below fails on them):\n{}", misses.join("\n"));
+        eprintln!(
+            "GAP MISSES (the test below fails on them):\n{}",
+            misses.join("\n")
+        );
     }
 }
 

@@ -4,7 +4,9 @@
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_synthesis::templates::gemm::GemmProblem;
 use rtx_synthesis::templates::Template;
-use rtx_synthesis::tuner::{Budget, DeviceKey, Guided, Observation, SearchSpace, Strategy, TuneKey};
+use rtx_synthesis::tuner::{
+    Budget, DeviceKey, Guided, Observation, SearchSpace, Strategy, TuneKey,
+};
 use rtx_synthesis::{Arch, DType};
 
 fn device() -> DeviceKey {
@@ -27,8 +29,20 @@ fn wgmma_keys_share_a_family_across_shapes() {
     // A shape whose default is another rung of the ladder keys apart, so the nearest-bucket
     // lookup never lends it a config tuned in another regime (H200, 2026-12-04: 64x8192^2's
     // winner ran 145 us at 256x8192^2, where the tuned 128x128 config takes 54.7 us).
-    let skinny = TuneKey::new(&t, &GemmProblem::nn(256, 8192, 8192, DType::Bf16), Arch::Sm90a, &device()).unwrap();
-    let thinner = TuneKey::new(&t, &GemmProblem::nn(64, 8192, 8192, DType::Bf16), Arch::Sm90a, &device()).unwrap();
+    let skinny = TuneKey::new(
+        &t,
+        &GemmProblem::nn(256, 8192, 8192, DType::Bf16),
+        Arch::Sm90a,
+        &device(),
+    )
+    .unwrap();
+    let thinner = TuneKey::new(
+        &t,
+        &GemmProblem::nn(64, 8192, 8192, DType::Bf16),
+        Arch::Sm90a,
+        &device(),
+    )
+    .unwrap();
     assert_ne!(skinny.family(), kb.family());
     assert_ne!(skinny.family(), thinner.family());
     assert_eq!(kb.fingerprint.len(), 64);
@@ -49,9 +63,15 @@ fn guided_walks_the_wgmma_space() {
     let valid = t.valid_space(&p, Arch::Sm90a);
     assert!(valid.len() > 50, "{} valid configs", valid.len());
     let default = t.default_config(&p, Arch::Sm90a);
-    let json: Vec<_> = valid.iter().map(|c| serde_json::to_value(c).unwrap()).collect();
+    let json: Vec<_> = valid
+        .iter()
+        .map(|c| serde_json::to_value(c).unwrap())
+        .collect();
     let space = SearchSpace::new(json).with_default(valid.iter().position(|c| *c == default));
-    assert!(space.default_index().is_some(), "the default config is valid");
+    assert!(
+        space.default_index().is_some(),
+        "the default config is valid"
+    );
     let paths: Vec<_> = space.dims().iter().map(|d| d.path.as_str()).collect();
     for field in [
         "bm",
@@ -76,7 +96,13 @@ fn guided_walks_the_wgmma_space() {
             for i in batch {
                 seen.push(i);
                 // Every proposal fails: the walk must still cover its budget without repeats.
-                g.observe(&space, i, &Observation::Failed { kind: "fault".into() });
+                g.observe(
+                    &space,
+                    i,
+                    &Observation::Failed {
+                        kind: "fault".into(),
+                    },
+                );
             }
         }
     };

@@ -6,8 +6,8 @@
 mod tuner_support;
 
 use rtx_synthesis::tuner::{
-    worker_main, CandidateResult, Exhaustive, NoProgress, TuneError, TuneOptions, Tuner, WorkerBackend, WorkerCommand,
-    WorkerOptions,
+    worker_main, CandidateResult, Exhaustive, NoProgress, TuneError, TuneOptions, Tuner,
+    WorkerBackend, WorkerCommand, WorkerOptions,
 };
 use rtx_synthesis::Arch;
 use std::time::Duration;
@@ -18,7 +18,13 @@ const CHILD_ENV: &str = "RTX_TUNER_TEST_WORKER";
 fn worker_command() -> WorkerCommand {
     let exe = std::env::current_exe().expect("test binary path");
     WorkerCommand::new(exe)
-        .args(["worker_child_entry", "--exact", "--nocapture", "--test-threads", "1"])
+        .args([
+            "worker_child_entry",
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_ENV, "1")
 }
 
@@ -33,7 +39,13 @@ fn worker_child_entry() {
         assert_eq!(failing, 9);
         return;
     }
-    let exit = worker_main(&ToyTemplate, &ToyProblem { n: SPACE }, Arch::Sm90a, &DummyBackend).expect("worker I/O");
+    let exit = worker_main(
+        &ToyTemplate,
+        &ToyProblem { n: SPACE },
+        Arch::Sm90a,
+        &DummyBackend,
+    )
+    .expect("worker I/O");
     std::process::exit(exit.code());
 }
 
@@ -67,7 +79,13 @@ fn bad_candidates_fail_and_the_run_completes() {
     assert_eq!(outcome.best.config.id, WINNER, "{:#?}", outcome.table);
     for r in &outcome.table {
         let got = r.error().map(|e| e.kind());
-        assert_eq!(got, expected_kind(r.config.id), "id {}: {:?}", r.config.id, r.result);
+        assert_eq!(
+            got,
+            expected_kind(r.config.id),
+            "id {}: {:?}",
+            r.config.id,
+            r.result
+        );
         if got.is_none() {
             assert!(
                 matches!(r.result, CandidateResult::Measured { .. }),
@@ -106,11 +124,16 @@ fn a_worker_for_another_problem_refuses_and_nothing_wins() {
         .unwrap_err();
     match e {
         TuneError::NoWinner {
-            first_error: Some(err), ..
+            first_error: Some(err),
+            ..
         } => {
             assert!(err.to_string().contains("refused"), "{err}")
         }
         other => panic!("expected NoWinner, got {other:?}"),
     }
-    assert_eq!(backend.stats().spawned, 1, "a refusal is remembered, not retried");
+    assert_eq!(
+        backend.stats().spawned,
+        1,
+        "a refusal is remembered, not retried"
+    );
 }

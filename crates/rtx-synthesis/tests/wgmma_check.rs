@@ -2,7 +2,9 @@
 //! documented rules on random problems/configs/architectures, and `emit()` never panics.
 
 use proptest::prelude::*;
-use rtx_synthesis::templates::gemm::wgmma::{tma_desc_a, tma_desc_b, tma_desc_c, WgmmaConfig, WgmmaGemm};
+use rtx_synthesis::templates::gemm::wgmma::{
+    tma_desc_a, tma_desc_b, tma_desc_c, WgmmaConfig, WgmmaGemm,
+};
 use rtx_synthesis::templates::gemm::{Activation, Epilogue, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::{Arch, DType};
@@ -12,7 +14,9 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     if arch != Arch::Sm90a || p.validate().is_err() {
         return false;
     }
-    if !matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32) || !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
+    if !matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32)
+        || !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16)
+    {
         return false;
     }
     let esz = p.dtype.size_bytes() as u64;
@@ -20,14 +24,23 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let align = (16 / esz) as u32;
     // tf32 M/N-major operands are staged (transposed by the pre-pass): no TMA rule on them.
     let tf32 = p.dtype == DType::Tf32;
-    let (staged_a, staged_b) = (tf32 && p.layout_a == Layout::Col, tf32 && p.layout_b == Layout::Row);
-    if (!staged_a && !p.lda.is_multiple_of(align)) || (!staged_b && !p.ldb.is_multiple_of(align)) || p.batch > 65535 {
+    let (staged_a, staged_b) = (
+        tf32 && p.layout_a == Layout::Col,
+        tf32 && p.layout_b == Layout::Row,
+    );
+    if (!staged_a && !p.lda.is_multiple_of(align))
+        || (!staged_b && !p.ldb.is_multiple_of(align))
+        || p.batch > 65535
+    {
         return false;
     }
     if p.batch > 1 {
         let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
         let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-        for (s, span, staged) in [(p.stride_a, rows_a * p.lda as u64, staged_a), (p.stride_b, rows_b * p.ldb as u64, staged_b)] {
+        for (s, span, staged) in [
+            (p.stride_a, rows_a * p.lda as u64, staged_a),
+            (p.stride_b, rows_b * p.ldb as u64, staged_b),
+        ] {
             if s != 0 && !staged && (s % align as u64 != 0 || s < span || s * esz >= 1 << 40) {
                 return false;
             }
@@ -37,7 +50,11 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         return false;
     }
     // Consumers split the tile's rows, or (split_n) its columns; ping-pong ones own it whole.
-    let per_tile = if c.pingpong || c.split_n { 1 } else { c.consumers };
+    let per_tile = if c.pingpong || c.split_n {
+        1
+    } else {
+        c.consumers
+    };
     let rows_per_wg = c.bm.checked_div(per_tile).unwrap_or(0);
     let cols_per_wg = if c.split_n { c.bn / 2 } else { c.bn };
     let acc = rows_per_wg / 64 * cols_per_wg / 2;
@@ -50,21 +67,37 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     // TMA-store epilogue: rows of a 128-byte span, or of 64 bytes when a consumer's columns are
     // not a multiple of 64; two boxes of 64 such rows per consumer after the ring, 1024-aligned.
     let epi_span: u32 = if cols_per_wg % 64 == 0 { 128 } else { 64 };
-    let before_red = if c.tma_store { ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span } else { ring };
-    let smem = before_red.next_multiple_of(if ck { 128 } else { 1 }) + if ck { acc * 4 * 128 } else { 0 } + 1024;
+    let before_red = if c.tma_store {
+        ring.div_ceil(1024) * 1024 + c.consumers * 2 * 64 * epi_span
+    } else {
+        ring
+    };
+    let smem = before_red.next_multiple_of(if ck { 128 } else { 1 })
+        + if ck { acc * 4 * 128 } else { 0 }
+        + 1024;
     let osz = p.epilogue.out_dtype.size_bytes() as u64;
     let c_ok = (p.ldc as u64 * osz).is_multiple_of(16)
-        && (p.batch <= 1 || p.stride_c == 0 || ((p.stride_c * osz).is_multiple_of(16) && p.stride_c * osz < 1 << 40));
-    let launch_regs = if c.consumers == 0 { 0 } else { (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248) };
+        && (p.batch <= 1
+            || p.stride_c == 0
+            || ((p.stride_c * osz).is_multiple_of(16) && p.stride_c * osz < 1 << 40));
+    let launch_regs = if c.consumers == 0 {
+        0
+    } else {
+        (65536 / (128 * (1 + c.consumers)) / 8 * 8).min(248)
+    };
     // setmaxnreg: the producer drops to 40 registers, the consumers share the rest of the
     // launch allocation (multiple of 8, at most 240) and need 64 beside their accumulators.
     let consumer_regs = if c.consumers == 0 {
         0
     } else {
-        ((launch_regs * 128 * (1 + c.consumers)).saturating_sub(128 * 40) / (128 * c.consumers) / 8 * 8).min(240)
+        ((launch_regs * 128 * (1 + c.consumers)).saturating_sub(128 * 40) / (128 * c.consumers) / 8
+            * 8)
+        .min(240)
     };
     let kblocks = p.k.div_ceil(c.bk);
-    let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64) * p.n.div_ceil(c.bn.max(1)) as u64 * c.split_k as u64;
+    let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64)
+        * p.n.div_ceil(c.bn.max(1)) as u64
+        * c.split_k as u64;
     // B is K-major for NT/TT, and for tf32 always (staged); an MN-major B is loaded in
     // 64-column swizzle boxes and each wgmma starts on a box: several wgmmas along a consumer's
     // columns need wgmma_n a multiple of 64, column-split consumers start on a box too.
@@ -74,14 +107,21 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     (!c.pingpong || (c.consumers == 2 && c.persistent))
         && (c.consumers != 3 || (!c.pingpong && !c.split_n))
         && (!c.split_n || (c.consumers == 2 && !c.pingpong && cols_per_wg % 16 == 0))
-        && (b_k_major || ((n_instr <= 1 || c.wgmma_n.is_multiple_of(64)) && (!c.split_n || cols_per_wg % 64 == 0)))
+        && (b_k_major
+            || ((n_instr <= 1 || c.wgmma_n.is_multiple_of(64))
+                && (!c.split_n || cols_per_wg % 64 == 0)))
         && (!c.tma_store || cols_per_wg % epi_cols == 0)
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 < launch_regs)
         && units * (c.cluster_m as u64) * (c.cluster_k.max(1) as u64) < i32::MAX as u64
         && (1..=2).contains(&c.cluster_k)
-        && (!ck || (c.consumers == 2 && !c.pingpong && c.cluster_m == 1 && c.split_k == 1 && kblocks >= 2))
+        && (!ck
+            || (c.consumers == 2
+                && !c.pingpong
+                && c.cluster_m == 1
+                && c.split_k == 1
+                && kblocks >= 2))
         && (1..=3).contains(&c.consumers)
         && [64, 128, 192, 256].contains(&c.bm)
         && c.bm.is_multiple_of(64 * per_tile)
@@ -163,7 +203,10 @@ prop_compose! {
 /// Half raw random configs, half drawn from the template's own spaces (16-bit and tf32, the
 /// experimental configs included; mostly valid).
 fn arb_any_config() -> impl Strategy<Value = WgmmaConfig> {
-    let t = WgmmaGemm { experimental: true, ..WgmmaGemm::default() };
+    let t = WgmmaGemm {
+        experimental: true,
+        ..WgmmaGemm::default()
+    };
     let space = t.space(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a);
     let tf32 = t.space(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
     prop_oneof![2 => arb_config(), 1 => proptest::sample::select(space), 1 => proptest::sample::select(tf32)]
@@ -264,7 +307,10 @@ fn every_valid_space_config_emits() {
         let k = if p.dtype == DType::Tf32 { 8 } else { 16 };
         for c in &valid {
             let src = t.emit(&p, c, Arch::Sm90a).unwrap();
-            assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k{k}", c.wgmma_n)));
+            assert!(src.code.contains(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{}k{k}",
+                c.wgmma_n
+            )));
         }
     }
 }
@@ -283,5 +329,8 @@ fn the_random_space_exercises_both_outcomes() {
     }
     // Both outcomes, each at least 2.5% of the draws (about 4.5% are valid: random problems
     // and raw configs are mostly rejected, the space-drawn configs mostly accepted).
-    assert!(ok > total / 40 && ok < total * 9 / 10, "{ok} of {total} valid: the strategies miss one side");
+    assert!(
+        ok > total / 40 && ok < total * 9 / 10,
+        "{ok} of {total} valid: the strategies miss one side"
+    );
 }

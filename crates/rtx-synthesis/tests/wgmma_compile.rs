@@ -19,8 +19,15 @@ fn ptxas_number(log: &str, entry: &str, before: &str) -> Option<u64> {
         if in_entry {
             if let Some(pos) = line.find(before) {
                 let head = &line[..pos];
-                let num: String =
-                    head.trim_end().chars().rev().take_while(|c| c.is_ascii_digit()).collect::<Vec<_>>().into_iter().rev().collect();
+                let num: String = head
+                    .trim_end()
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect();
                 if let Ok(n) = num.parse() {
                     return Some(n);
                 }
@@ -39,14 +46,21 @@ fn ptx_of(code: &str) -> String {
         options: vec!["--std=c++17".into(), "-default-device".into()],
         ..Default::default()
     };
-    cudarc::nvrtc::compile_ptx_with_opts(code, opts).unwrap_or_else(|e| panic!("{e:?}")).to_src()
+    cudarc::nvrtc::compile_ptx_with_opts(code, opts)
+        .unwrap_or_else(|e| panic!("{e:?}"))
+        .to_src()
 }
 
 fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
     let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
     let k = if p.dtype == DType::Tf32 { 8 } else { 16 };
-    assert!(src.code.contains(&format!("wgmma.mma_async.sync.aligned.m64n{}k{k}.f32", c.wgmma_n)));
-    assert!(src.code.contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"));
+    assert!(src.code.contains(&format!(
+        "wgmma.mma_async.sync.aligned.m64n{}k{k}.f32",
+        c.wgmma_n
+    )));
+    assert!(src
+        .code
+        .contains("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"));
     let out = match aot::compile(&src, Arch::Sm90a) {
         Ok(o) => o,
         Err(e) => panic!("{e}"),
@@ -56,23 +70,57 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
     if std::env::var_os("RTX_SHOW_PTXAS").is_some() {
         eprintln!("{}\n{log}", src.entry);
     }
-    let regs = ptxas_number(log, &src.entry, "registers").unwrap_or_else(|| panic!("no register line for {}:\n{log}", src.entry));
-    let spill_st = ptxas_number(log, &src.entry, "bytes spill stores").unwrap_or_else(|| panic!("no spill line:\n{log}"));
-    let spill_ld = ptxas_number(log, &src.entry, "bytes spill loads").unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let regs = ptxas_number(log, &src.entry, "registers")
+        .unwrap_or_else(|| panic!("no register line for {}:\n{log}", src.entry));
+    let spill_st = ptxas_number(log, &src.entry, "bytes spill stores")
+        .unwrap_or_else(|| panic!("no spill line:\n{log}"));
+    let spill_ld = ptxas_number(log, &src.entry, "bytes spill loads")
+        .unwrap_or_else(|| panic!("no spill line:\n{log}"));
     let stack = ptxas_number(log, &src.entry, "bytes stack frame").unwrap_or(0);
     assert_eq!((spill_st, spill_ld), (0, 0), "{} spills:\n{log}", src.entry);
     assert_eq!(stack, 0, "{} uses a stack frame:\n{log}", src.entry);
     // The launch allocation must cover what setmaxnreg hands out, and fit one block per SM.
     let threads = c.threads() as u64;
     let budget = 128 * (40 + c.consumers as u64 * c.consumer_regs() as u64);
-    assert!(regs * threads >= budget, "{}: {regs} regs x {threads} threads < setmaxnreg budget {budget}", src.entry);
-    assert!(regs * threads <= 65536, "{}: {regs} regs x {threads} threads exceed the SM", src.entry);
-    assert!(!log.contains("wgmma.mma_async instructions are serialized"), "{} serializes wgmma:\n{log}", src.entry);
-    eprintln!("{}: {regs} regs, smem {} B, log:\n{log}", src.entry, c.smem_bytes());
+    assert!(
+        regs * threads >= budget,
+        "{}: {regs} regs x {threads} threads < setmaxnreg budget {budget}",
+        src.entry
+    );
+    assert!(
+        regs * threads <= 65536,
+        "{}: {regs} regs x {threads} threads exceed the SM",
+        src.entry
+    );
+    assert!(
+        !log.contains("wgmma.mma_async instructions are serialized"),
+        "{} serializes wgmma:\n{log}",
+        src.entry
+    );
+    eprintln!(
+        "{}: {regs} regs, smem {} B, log:\n{log}",
+        src.entry,
+        c.smem_bytes()
+    );
 }
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent: true, raster_group: 8, split_k: 1, pingpong: false, tma_store: false, split_n: false, cluster_k: 1 }
+    WgmmaConfig {
+        bm,
+        bn,
+        bk: 64,
+        consumers,
+        wgmma_n,
+        stages,
+        cluster_m,
+        persistent: true,
+        raster_group: 8,
+        split_k: 1,
+        pingpong: false,
+        tma_store: false,
+        split_n: false,
+        cluster_k: 1,
+    }
 }
 
 /// The same config with the tf32 stage depth (32 four-byte elements = 128 bytes).
@@ -88,8 +136,12 @@ fn fuse_all(p: &mut GemmProblem, act: Activation) {
     p.epilogue.residual = true;
 }
 
-const LAYOUTS: [(Layout, Layout); 4] =
-    [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)];
+const LAYOUTS: [(Layout, Layout); 4] = [
+    (Layout::Row, Layout::Row),
+    (Layout::Row, Layout::Col),
+    (Layout::Col, Layout::Row),
+    (Layout::Col, Layout::Col),
+];
 
 #[test]
 fn tf32_default_configs_compile_for_every_layout() {
@@ -100,7 +152,10 @@ fn tf32_default_configs_compile_for_every_layout() {
     for (la, lb) in LAYOUTS {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb);
         let c = t.default_config(&p, Arch::Sm90a);
-        assert_eq!((c.bm, c.bn, c.bk, c.consumers, c.stages), (128, 256, 32, 2, 4));
+        assert_eq!(
+            (c.bm, c.bn, c.bk, c.consumers, c.stages),
+            (128, 256, 32, 2, 4)
+        );
         compile_and_check(&t, &p, &c);
     }
 }
@@ -112,7 +167,10 @@ fn tf32_tile_shapes_layouts_and_clusters_compile() {
     }
     let t = WgmmaGemm::default();
     let sk = |c: WgmmaConfig, split_k: u32| WgmmaConfig { split_k, ..c };
-    let pp = |c: WgmmaConfig| WgmmaConfig { pingpong: true, ..c };
+    let pp = |c: WgmmaConfig| WgmmaConfig {
+        pingpong: true,
+        ..c
+    };
     let cases = [
         tf(cfg(128, 256, 2, 256, 4, 1)),
         tf(cfg(128, 128, 1, 128, 6, 1)),
@@ -151,12 +209,20 @@ fn tf32_sampled_space_compiles() {
     }
     let t = WgmmaGemm::default();
     let nn = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
-    let valid: Vec<WgmmaConfig> = t.valid_space(&nn, Arch::Sm90a).into_iter().filter(|c| c.persistent && c.raster_group == 8).collect();
+    let valid: Vec<WgmmaConfig> = t
+        .valid_space(&nn, Arch::Sm90a)
+        .into_iter()
+        .filter(|c| c.persistent && c.raster_group == 8)
+        .collect();
     assert!(valid.iter().all(|c| c.bk == 32));
     let step = (valid.len() / 16).max(1);
     for (i, c) in valid.iter().step_by(step).enumerate() {
         let (la, lb) = LAYOUTS[i % 4];
-        compile_and_check(&t, &GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb), c);
+        compile_and_check(
+            &t,
+            &GemmProblem::new(4096, 4096, 4096, DType::Tf32, la, lb),
+            c,
+        );
     }
 }
 
@@ -166,16 +232,28 @@ fn tf32_ptx_has_k8_tf32_wgmma_and_the_prepass() {
         return;
     }
     let t = WgmmaGemm::default();
-    for (lb, c) in [(Layout::Col, tf(cfg(128, 256, 2, 256, 4, 1))), (Layout::Row, tf(cfg(128, 256, 2, 128, 4, 2)))] {
+    for (lb, c) in [
+        (Layout::Col, tf(cfg(128, 256, 2, 256, 4, 1))),
+        (Layout::Row, tf(cfg(128, 256, 2, 128, 4, 2))),
+    ] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, lb);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         let ptx = ptx_of(&src.code);
         let count = |s: &str| ptx.matches(s).count();
         // 4 k8 slices (32 bytes of K each) per 128-byte stage.
         let per_kblock = 4 * c.m_iters() * c.n_iters();
-        assert_eq!(count(&format!("wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32", c.wgmma_n)) as u32, per_kblock);
+        assert_eq!(
+            count(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{}k8.f32.tf32.tf32",
+                c.wgmma_n
+            )) as u32,
+            per_kblock
+        );
         assert_eq!(count("k16"), 0, "no 16-bit wgmma in a tf32 kernel");
-        assert!(count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
+        assert!(
+            count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes")
+                >= 1
+        );
         // The staging pre-pass exists exactly when B is row-major (NN).
         assert_eq!(ptx.contains("ld.global.nc.f32"), lb == Layout::Row);
         if lb == Layout::Row {
@@ -202,11 +280,23 @@ fn every_default_ladder_rung_compiles_without_spills() {
     let t = WgmmaGemm::default();
     // Each rung in each layout, with the plain epilogue and with everything fused (f32 output).
     for rung in DEFAULT_LADDER {
-        for (i, (la, lb)) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)]
-            .into_iter()
-            .enumerate()
+        for (i, (la, lb)) in [
+            (Layout::Row, Layout::Row),
+            (Layout::Row, Layout::Col),
+            (Layout::Col, Layout::Row),
+            (Layout::Col, Layout::Col),
+        ]
+        .into_iter()
+        .enumerate()
         {
-            let mut p = GemmProblem::new(1024, 1024, 1024, if i % 2 == 0 { DType::Bf16 } else { DType::F16 }, la, lb);
+            let mut p = GemmProblem::new(
+                1024,
+                1024,
+                1024,
+                if i % 2 == 0 { DType::Bf16 } else { DType::F16 },
+                la,
+                lb,
+            );
             if i >= 2 {
                 fuse_all(&mut p, Activation::GeluTanh);
                 p.epilogue.out_dtype = DType::F32;
@@ -225,18 +315,62 @@ fn tile_shapes_layouts_and_clusters_compile() {
     }
     let t = WgmmaGemm::default();
     let cases = [
-        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 256, 2, 256, 4, 1)),
-        (DType::F16, Layout::Row, Layout::Col, cfg(128, 128, 1, 128, 6, 1)),
-        (DType::Bf16, Layout::Row, Layout::Row, cfg(128, 128, 2, 64, 5, 2)),
-        (DType::Bf16, Layout::Col, Layout::Col, cfg(64, 256, 1, 128, 4, 1)),
-        (DType::F16, Layout::Col, Layout::Row, cfg(256, 128, 2, 128, 4, 2)),
-        (DType::Bf16, Layout::Row, Layout::Col, cfg(64, 64, 1, 64, 6, 1)),
-        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 192, 2, 192, 4, 1)),
-        (DType::Bf16, Layout::Row, Layout::Col, cfg(128, 256, 2, 128, 4, 2)),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Row,
+            cfg(128, 256, 2, 256, 4, 1),
+        ),
+        (
+            DType::F16,
+            Layout::Row,
+            Layout::Col,
+            cfg(128, 128, 1, 128, 6, 1),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Row,
+            cfg(128, 128, 2, 64, 5, 2),
+        ),
+        (
+            DType::Bf16,
+            Layout::Col,
+            Layout::Col,
+            cfg(64, 256, 1, 128, 4, 1),
+        ),
+        (
+            DType::F16,
+            Layout::Col,
+            Layout::Row,
+            cfg(256, 128, 2, 128, 4, 2),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Col,
+            cfg(64, 64, 1, 64, 6, 1),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Col,
+            cfg(128, 192, 2, 192, 4, 1),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Col,
+            cfg(128, 256, 2, 128, 4, 2),
+        ),
     ];
     for (dtype, la, lb, c) in cases {
         let p = GemmProblem::new(1000, 1000, 1000, dtype, la, lb);
-        let p = GemmProblem { lda: p.lda.next_multiple_of(8), ldb: p.ldb.next_multiple_of(8), ..p };
+        let p = GemmProblem {
+            lda: p.lda.next_multiple_of(8),
+            ldb: p.ldb.next_multiple_of(8),
+            ..p
+        };
         compile_and_check(&t, &p, &c);
     }
 }
@@ -247,9 +381,19 @@ fn fused_epilogues_compile() {
         return;
     }
     let t = WgmmaGemm::default();
-    let acts = [Activation::Relu, Activation::GeluTanh, Activation::GeluErf, Activation::Silu];
+    let acts = [
+        Activation::Relu,
+        Activation::GeluTanh,
+        Activation::GeluErf,
+        Activation::Silu,
+    ];
     for (i, act) in acts.into_iter().enumerate() {
-        let mut p = GemmProblem::nn(512, 512, 512, if i % 2 == 0 { DType::Bf16 } else { DType::F16 });
+        let mut p = GemmProblem::nn(
+            512,
+            512,
+            512,
+            if i % 2 == 0 { DType::Bf16 } else { DType::F16 },
+        );
         p.epilogue.beta = 0.5;
         p.epilogue.bias = true;
         p.epilogue.activation = act;
@@ -279,8 +423,15 @@ fn ptx_contains_the_hopper_instructions() {
         return;
     }
     let t = WgmmaGemm::default();
-    let ts = WgmmaConfig { tma_store: true, ..cfg(128, 256, 2, 256, 4, 1) };
-    for (lb, c) in [(Layout::Col, cfg(128, 256, 2, 256, 4, 1)), (Layout::Row, cfg(128, 256, 2, 128, 4, 2)), (Layout::Row, ts)] {
+    let ts = WgmmaConfig {
+        tma_store: true,
+        ..cfg(128, 256, 2, 256, 4, 1)
+    };
+    for (lb, c) in [
+        (Layout::Col, cfg(128, 256, 2, 256, 4, 1)),
+        (Layout::Row, cfg(128, 256, 2, 128, 4, 2)),
+        (Layout::Row, ts),
+    ] {
         let p = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, lb);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         let ptx = ptx_of(&src.code);
@@ -288,28 +439,60 @@ fn ptx_contains_the_hopper_instructions() {
         // With the deferred TMA-store epilogue a unit's first k-block is peeled off the loop.
         let per_kblock = 4 * c.m_iters() * c.n_iters() * if c.tma_store { 2 } else { 1 };
         assert_eq!(
-            count(&format!("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", c.wgmma_n)) as u32,
+            count(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16",
+                c.wgmma_n
+            )) as u32,
             per_kblock,
             "unrolled k16 x m x n"
         );
-        assert!(count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes") >= 1);
-        assert!(count("setmaxnreg.dec.sync.aligned.u32 40") == 1 && count("setmaxnreg.inc.sync.aligned.u32") == 1);
-        assert!(count("wgmma.fence.sync.aligned") >= 1 && count("wgmma.commit_group.sync.aligned") >= 1);
-        assert!(count("wgmma.wait_group.sync.aligned 1") >= 1 && count("wgmma.wait_group.sync.aligned 0") >= 1);
+        assert!(
+            count("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes")
+                >= 1
+        );
+        assert!(
+            count("setmaxnreg.dec.sync.aligned.u32 40") == 1
+                && count("setmaxnreg.inc.sync.aligned.u32") == 1
+        );
+        assert!(
+            count("wgmma.fence.sync.aligned") >= 1 && count("wgmma.commit_group.sync.aligned") >= 1
+        );
+        assert!(
+            count("wgmma.wait_group.sync.aligned 1") >= 1
+                && count("wgmma.wait_group.sync.aligned 0") >= 1
+        );
         assert!(count("mbarrier.try_wait.parity") >= 2);
-        assert!(ptx.contains(".maxntid 384, 1, 1"), "launch bounds reach the PTX");
+        assert!(
+            ptx.contains(".maxntid 384, 1, 1"),
+            "launch bounds reach the PTX"
+        );
         if c.tma_store {
             // 16-bit outputs leave through stmatrix.x4: one per 16 columns x 16 rows of a warp,
             // i.e. bn / 16 per m64 block per consumer; then one bulk tensor store per 64 x 64 box.
             // The stores are deferred: they appear twice, in a unit's first k-block (the previous
             // unit's outputs) and after the unit loop (the last unit's).
-            assert!(src.code.contains("deferred: a unit's packed outputs wait in pk_*"), "deferred epilogue");
-            assert_eq!(count("stmatrix.sync.aligned.m8n8.x4.shared.b16") as u32, 2 * c.m_iters() * c.bn / 16, "stmatrix per m64 x 16 columns");
-            assert_eq!(count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") as u32, 2 * c.m_iters() * c.bn / 64, "one store per box");
+            assert!(
+                src.code
+                    .contains("deferred: a unit's packed outputs wait in pk_*"),
+                "deferred epilogue"
+            );
+            assert_eq!(
+                count("stmatrix.sync.aligned.m8n8.x4.shared.b16") as u32,
+                2 * c.m_iters() * c.bn / 16,
+                "stmatrix per m64 x 16 columns"
+            );
+            assert_eq!(
+                count("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group") as u32,
+                2 * c.m_iters() * c.bn / 64,
+                "one store per box"
+            );
         }
         if c.cluster_m == 2 {
             assert!(count(".multicast::cluster") >= 1);
-            assert!(ptx.contains(".reqnctapercluster 2, 1, 1"), "cluster dims reach the PTX");
+            assert!(
+                ptx.contains(".reqnctapercluster 2, 1, 1"),
+                "cluster dims reach the PTX"
+            );
         }
     }
 }
@@ -323,11 +506,22 @@ fn sampled_space_compiles() {
     // the code shape much, the tile/stage/cluster fields do), alternating NN and NT.
     let t = WgmmaGemm::default();
     let nn = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
-    let valid: Vec<WgmmaConfig> = t.valid_space(&nn, Arch::Sm90a).into_iter().filter(|c| c.persistent && c.raster_group == 8).collect();
+    let valid: Vec<WgmmaConfig> = t
+        .valid_space(&nn, Arch::Sm90a)
+        .into_iter()
+        .filter(|c| c.persistent && c.raster_group == 8)
+        .collect();
     let step = (valid.len() / 24).max(1);
     for (i, c) in valid.iter().step_by(step).enumerate() {
         let lb = if i % 2 == 0 { Layout::Row } else { Layout::Col };
-        let p = GemmProblem::new(4096, 4096, 4096, if i % 3 == 0 { DType::F16 } else { DType::Bf16 }, Layout::Row, lb);
+        let p = GemmProblem::new(
+            4096,
+            4096,
+            4096,
+            if i % 3 == 0 { DType::F16 } else { DType::Bf16 },
+            Layout::Row,
+            lb,
+        );
         compile_and_check(&t, &p, c);
     }
 }
@@ -339,7 +533,10 @@ fn split_k_and_pingpong_compile_without_spills() {
     }
     let t = WgmmaGemm::default();
     let sk = |c: WgmmaConfig, split_k: u32| WgmmaConfig { split_k, ..c };
-    let pp = |c: WgmmaConfig| WgmmaConfig { pingpong: true, ..c };
+    let pp = |c: WgmmaConfig| WgmmaConfig {
+        pingpong: true,
+        ..c
+    };
     let cases = [
         (Layout::Col, sk(cfg(64, 128, 1, 128, 6, 1), 2)),
         (Layout::Row, sk(cfg(128, 128, 2, 128, 6, 1), 2)),
@@ -357,8 +554,18 @@ fn split_k_and_pingpong_compile_without_spills() {
             fuse_all(&mut p, Activation::GeluTanh);
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        assert_eq!(src.code.contains("atomicAdd(cnt, 1u)"), c.split_k > 1, "{}", src.entry);
-        assert_eq!(src.code.contains("if ((it & 1) != cw)"), c.pingpong, "{}", src.entry);
+        assert_eq!(
+            src.code.contains("atomicAdd(cnt, 1u)"),
+            c.split_k > 1,
+            "{}",
+            src.entry
+        );
+        assert_eq!(
+            src.code.contains("if ((it & 1) != cw)"),
+            c.pingpong,
+            "{}",
+            src.entry
+        );
         compile_and_check(&t, &p, &c);
     }
 }
@@ -370,11 +577,32 @@ fn split_n_compiles_without_spills() {
     }
     let t = WgmmaGemm::default();
     let sn = |c: WgmmaConfig| WgmmaConfig { split_n: true, ..c };
-    let ts = |c: WgmmaConfig| WgmmaConfig { tma_store: true, ..c };
+    let ts = |c: WgmmaConfig| WgmmaConfig {
+        tma_store: true,
+        ..c
+    };
     let cases = [
-        (Layout::Row, Layout::Row, sn(WgmmaConfig { persistent: false, ..cfg(64, 128, 2, 64, 8, 1) })),
-        (Layout::Col, Layout::Col, ts(sn(cfg(128, 256, 2, 128, 4, 2)))),
-        (Layout::Row, Layout::Col, WgmmaConfig { split_k: 2, ..sn(cfg(64, 256, 2, 128, 5, 1)) }),
+        (
+            Layout::Row,
+            Layout::Row,
+            sn(WgmmaConfig {
+                persistent: false,
+                ..cfg(64, 128, 2, 64, 8, 1)
+            }),
+        ),
+        (
+            Layout::Col,
+            Layout::Col,
+            ts(sn(cfg(128, 256, 2, 128, 4, 2))),
+        ),
+        (
+            Layout::Row,
+            Layout::Col,
+            WgmmaConfig {
+                split_k: 2,
+                ..sn(cfg(64, 256, 2, 128, 5, 1))
+            },
+        ),
         (Layout::Col, Layout::Row, ts(sn(cfg(128, 128, 2, 64, 6, 1)))),
     ];
     for (i, (la, lb, c)) in cases.into_iter().enumerate() {
@@ -384,7 +612,12 @@ fn split_n_compiles_without_spills() {
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         assert!(src.entry.contains("_sn"), "{}", src.entry);
-        assert!(src.code.contains(&format!("B_CONSUMER_OFFSET = {}", c.bn / 2 * 128)), "{}", src.entry);
+        assert!(
+            src.code
+                .contains(&format!("B_CONSUMER_OFFSET = {}", c.bn / 2 * 128)),
+            "{}",
+            src.entry
+        );
         compile_and_check(&t, &p, &c);
     }
 }
@@ -396,17 +629,58 @@ fn cluster_split_k_compiles_without_spills() {
     }
     let t = WgmmaGemm::default();
     let ck = |c: WgmmaConfig| WgmmaConfig { cluster_k: 2, ..c };
-    let ts = |c: WgmmaConfig| WgmmaConfig { tma_store: true, ..c };
+    let ts = |c: WgmmaConfig| WgmmaConfig {
+        tma_store: true,
+        ..c
+    };
     let sn = |c: WgmmaConfig| WgmmaConfig { split_n: true, ..c };
-    let once = |c: WgmmaConfig| WgmmaConfig { persistent: false, ..c };
+    let once = |c: WgmmaConfig| WgmmaConfig {
+        persistent: false,
+        ..c
+    };
     let cases = [
-        (DType::Bf16, Layout::Row, Layout::Row, ts(ck(cfg(128, 128, 2, 128, 4, 1)))),
-        (DType::Bf16, Layout::Row, Layout::Row, once(ck(cfg(128, 128, 2, 128, 6, 1)))),
-        (DType::F16, Layout::Row, Layout::Col, ts(sn(ck(cfg(128, 128, 2, 64, 5, 1))))),
-        (DType::Bf16, Layout::Col, Layout::Row, ck(cfg(128, 64, 2, 64, 8, 1))),
-        (DType::Bf16, Layout::Row, Layout::Row, ck(cfg(128, 256, 2, 256, 3, 1))),
-        (DType::Bf16, Layout::Col, Layout::Col, ck(cfg(256, 128, 2, 128, 3, 1))),
-        (DType::Tf32, Layout::Row, Layout::Col, tf(ck(cfg(128, 128, 2, 128, 4, 1)))),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Row,
+            ts(ck(cfg(128, 128, 2, 128, 4, 1))),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Row,
+            once(ck(cfg(128, 128, 2, 128, 6, 1))),
+        ),
+        (
+            DType::F16,
+            Layout::Row,
+            Layout::Col,
+            ts(sn(ck(cfg(128, 128, 2, 64, 5, 1)))),
+        ),
+        (
+            DType::Bf16,
+            Layout::Col,
+            Layout::Row,
+            ck(cfg(128, 64, 2, 64, 8, 1)),
+        ),
+        (
+            DType::Bf16,
+            Layout::Row,
+            Layout::Row,
+            ck(cfg(128, 256, 2, 256, 3, 1)),
+        ),
+        (
+            DType::Bf16,
+            Layout::Col,
+            Layout::Col,
+            ck(cfg(256, 128, 2, 128, 3, 1)),
+        ),
+        (
+            DType::Tf32,
+            Layout::Row,
+            Layout::Col,
+            tf(ck(cfg(128, 128, 2, 128, 4, 1))),
+        ),
     ];
     for (i, (dtype, la, lb, c)) in cases.into_iter().enumerate() {
         let mut p = GemmProblem::new(1000, 1000, 1024, dtype, la, lb);
@@ -415,27 +689,58 @@ fn cluster_split_k_compiles_without_spills() {
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         assert!(src.entry.contains("_ck2"), "{}", src.entry);
-        assert!(src.code.contains("__cluster_dims__(2, 1, 1)"), "{}", src.entry);
+        assert!(
+            src.code.contains("__cluster_dims__(2, 1, 1)"),
+            "{}",
+            src.entry
+        );
         // One push per float4 of a consumer's accumulators, one load per float4 on the owner.
-        assert_eq!(src.code.matches("st_async_f4(rdst").count() as u32, c.acc_regs() / 4, "{}", src.entry);
-        assert_eq!(src.code.matches("ld_shared_f4(rsrc").count() as u32, c.acc_regs() / 4, "{}", src.entry);
-        assert!(!src.code.contains("atomicAdd"), "{}: no global workspace", src.entry);
+        assert_eq!(
+            src.code.matches("st_async_f4(rdst").count() as u32,
+            c.acc_regs() / 4,
+            "{}",
+            src.entry
+        );
+        assert_eq!(
+            src.code.matches("ld_shared_f4(rsrc").count() as u32,
+            c.acc_regs() / 4,
+            "{}",
+            src.entry
+        );
+        assert!(
+            !src.code.contains("atomicAdd"),
+            "{}: no global workspace",
+            src.entry
+        );
         let d = t.launch(&p, &c);
         assert_eq!(d.grid[0] % 2, 0, "{}: whole clusters", src.entry);
         compile_and_check(&t, &p, &c);
     }
     // A deterministic spread over the experimental space at 1024^3 (all 188 of its bf16 NN and
     // f16 NT configs at raster group 1 compiled without spills on 2026-12-04).
-    let x = WgmmaGemm { experimental: true, ..t };
+    let x = WgmmaGemm {
+        experimental: true,
+        ..t
+    };
     let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
-    let valid: Vec<WgmmaConfig> = x.valid_space(&p, Arch::Sm90a).into_iter().filter(|c| c.cluster_k == 2 && c.raster_group == 1).collect();
-    assert!(valid.len() >= 50, "only {} cluster split-K configs at 1024^3", valid.len());
+    let valid: Vec<WgmmaConfig> = x
+        .valid_space(&p, Arch::Sm90a)
+        .into_iter()
+        .filter(|c| c.cluster_k == 2 && c.raster_group == 1)
+        .collect();
+    assert!(
+        valid.len() >= 50,
+        "only {} cluster split-K configs at 1024^3",
+        valid.len()
+    );
     // An odd step, so the samples alternate between the epilogues (the space lists them in pairs).
     for c in valid.iter().step_by((valid.len() / 10) | 1) {
         compile_and_check(&x, &p, c);
     }
     // The PTX carries the cluster shape and the st.async pushes.
-    let src = t.emit(&p, &ts(ck(cfg(128, 128, 2, 128, 4, 1))), Arch::Sm90a).unwrap();
+    let src = t
+        .emit(&p, &ts(ck(cfg(128, 128, 2, 128, 4, 1))), Arch::Sm90a)
+        .unwrap();
     let ptx = ptx_of(&src.code);
     assert!(ptx.contains(".reqnctapercluster 2, 1, 1"));
     assert!(ptx.contains("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32"));
@@ -444,7 +749,9 @@ fn cluster_split_k_compiles_without_spills() {
 
 #[test]
 fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b() {
-    if !nvrtc_or_skip("tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b") {
+    if !nvrtc_or_skip(
+        "tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_major_b",
+    ) {
         return;
     }
     let t = WgmmaGemm::default();
@@ -461,25 +768,55 @@ fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_majo
         (DType::F16, Layout::Col, Layout::Row, true),
     ] {
         let mut p = GemmProblem::new(4000, 4000, 4096, dtype, la, lb);
-        let c3 = WgmmaConfig { tma_store: ts, ..if dtype == DType::Tf32 { tf(three.clone()) } else { three.clone() } };
+        let c3 = WgmmaConfig {
+            tma_store: ts,
+            ..if dtype == DType::Tf32 {
+                tf(three.clone())
+            } else {
+                three.clone()
+            }
+        };
         assert_eq!(c3.threads(), 512);
         if la == Layout::Col {
             fuse_all(&mut p, Activation::GeluTanh);
         }
         let src = t.emit(&p, &c3, Arch::Sm90a).unwrap();
-        assert!(src.code.contains("m64n160k"), "an m64n160 wgmma: {}", src.entry);
+        assert!(
+            src.code.contains("m64n160k"),
+            "an m64n160 wgmma: {}",
+            src.entry
+        );
         if ts {
-            assert!(src.code.contains("EPI_BOX_BYTES = 4096"), "64 rows x 64 bytes: {}", src.entry);
-            assert!(src.code.contains("boxes of 64 rows x 64 bytes"), "{}", src.entry);
+            assert!(
+                src.code.contains("EPI_BOX_BYTES = 4096"),
+                "64 rows x 64 bytes: {}",
+                src.entry
+            );
+            assert!(
+                src.code.contains("boxes of 64 rows x 64 bytes"),
+                "{}",
+                src.entry
+            );
         }
         if dtype != DType::Tf32 && lb == Layout::Row {
             // Three 64-column boxes of B per stage, the last one half used.
             assert!(src.code.contains("n0 + 128, k0 + 0"), "{}", src.entry);
         }
         compile_and_check(&t, &p, &c3);
-        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s == &WgmmaConfig { stages: 4, raster_group: 1, ..c3.clone() }), "in the space");
+        assert!(
+            t.space(&p, Arch::Sm90a).iter().any(|s| s
+                == &WgmmaConfig {
+                    stages: 4,
+                    raster_group: 1,
+                    ..c3.clone()
+                }),
+            "in the space"
+        );
     }
-    let c = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 4, 1) };
+    let c = WgmmaConfig {
+        split_n: true,
+        ..cfg(192, 160, 2, 80, 4, 1)
+    };
     // Two consumers of 192 x 80: K-major B only (NT and TT for f16/bf16, every layout for tf32).
     for (dtype, la, lb) in [
         (DType::Bf16, Layout::Row, Layout::Col),
@@ -487,23 +824,59 @@ fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_majo
         (DType::Tf32, Layout::Row, Layout::Row),
     ] {
         let mut p = GemmProblem::new(4000, 4000, 4096, dtype, la, lb);
-        let c = if dtype == DType::Tf32 { tf(c.clone()) } else { c.clone() };
+        let c = if dtype == DType::Tf32 {
+            tf(c.clone())
+        } else {
+            c.clone()
+        };
         if la == Layout::Col {
             fuse_all(&mut p, Activation::Silu);
         }
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        assert!(src.code.contains("B_CONSUMER_OFFSET = 10240"), "{}", src.entry);
-        assert!(src.code.contains("m64n80k"), "an m64n80 wgmma: {}", src.entry);
+        assert!(
+            src.code.contains("B_CONSUMER_OFFSET = 10240"),
+            "{}",
+            src.entry
+        );
+        assert!(
+            src.code.contains("m64n80k"),
+            "an m64n80 wgmma: {}",
+            src.entry
+        );
         compile_and_check(&t, &p, &c);
-        assert!(t.space(&p, Arch::Sm90a).iter().any(|s| s == &WgmmaConfig { stages: 4, raster_group: 1, ..c.clone() }), "in the space");
+        assert!(
+            t.space(&p, Arch::Sm90a).iter().any(|s| s
+                == &WgmmaConfig {
+                    stages: 4,
+                    raster_group: 1,
+                    ..c.clone()
+                }),
+            "in the space"
+        );
     }
     // An MN-major B cannot start consumer 2's wgmma at column 80 (inside a 64-column box).
     let nn = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Row);
     let e = t.check(&nn, &c, Arch::Sm90a).unwrap_err();
-    assert!(e.reason.contains("MN-major B") && e.reason.contains("bn=160"), "{}", e.reason);
-    assert!(!t.space(&nn, Arch::Sm90a).iter().any(|s| s.bn == 160 && s.split_n));
+    assert!(
+        e.reason.contains("MN-major B") && e.reason.contains("bn=160"),
+        "{}",
+        e.reason
+    );
+    assert!(!t
+        .space(&nn, Arch::Sm90a)
+        .iter()
+        .any(|s| s.bn == 160 && s.split_n));
     // The TMA-store epilogue needs whole boxes per consumer: 80 columns are not whole 64-byte boxes of bf16.
     let nt = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Col);
-    let e = t.check(&nt, &WgmmaConfig { tma_store: true, ..c.clone() }, Arch::Sm90a).unwrap_err();
+    let e = t
+        .check(
+            &nt,
+            &WgmmaConfig {
+                tma_store: true,
+                ..c.clone()
+            },
+            Arch::Sm90a,
+        )
+        .unwrap_err();
     assert!(e.reason.contains("tma_store"), "{}", e.reason);
 }

@@ -20,8 +20,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, Stream};
 use rtx_synthesis::aot::{self, nvrtc_or_skip};
-use rtx_synthesis::templates::gemm::reference::{activate, gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::synth::inputs::decode_output;
+use rtx_synthesis::templates::gemm::reference::{activate, gemm_f64, rel_error, GemmRefInputs};
 use rtx_synthesis::templates::gemm::wgmma::{WgmmaBuffers, WgmmaConfig, WgmmaGemm};
 use rtx_synthesis::templates::gemm::{Activation, GemmProblem, Layout};
 use rtx_synthesis::templates::Template;
@@ -43,7 +43,11 @@ struct HostData {
 }
 
 fn random_data(rng: &mut SmallRng, n: usize, dtype: DType, scale: f32) -> HostData {
-    let mut h = HostData { bits16: Vec::new(), bits32: Vec::new(), vals: Vec::with_capacity(n) };
+    let mut h = HostData {
+        bits16: Vec::new(),
+        bits32: Vec::new(),
+        vals: Vec::with_capacity(n),
+    };
     for _ in 0..n {
         let x: f32 = rng.random_range(-1.0f32..1.0) * scale;
         match dtype {
@@ -67,7 +71,11 @@ fn random_data(rng: &mut SmallRng, n: usize, dtype: DType, scale: f32) -> HostDa
 }
 
 fn upload(dev: &Device, s: &Stream, h: &HostData) -> DeviceBuffer {
-    let bytes = if h.bits16.is_empty() { h.bits32.len() * 4 } else { h.bits16.len() * 2 };
+    let bytes = if h.bits16.is_empty() {
+        h.bits32.len() * 4
+    } else {
+        h.bits16.len() * 2
+    };
     let mut b = dev.alloc(bytes.max(16), s).unwrap();
     if h.bits16.is_empty() {
         b.upload(&h.bits32, s).unwrap();
@@ -79,7 +87,10 @@ fn upload(dev: &Device, s: &Stream, h: &HostData) -> DeviceBuffer {
 
 /// The first `n` elements of `buf` as f64.
 fn download(buf: &DeviceBuffer, s: &Stream, dtype: DType, n: usize) -> Vec<f64> {
-    decode_output(&buf.download::<u8>(s).unwrap()[..n * dtype.size_bytes()], dtype)
+    decode_output(
+        &buf.download::<u8>(s).unwrap()[..n * dtype.size_bytes()],
+        dtype,
+    )
 }
 
 /// Waits for `stream` with a deadline, so a deadlocked kernel fails the test instead of hanging it.
@@ -102,10 +113,17 @@ fn wait_or_hang(dev: &Device, stream: &Stream, what: &str, limit: Duration) -> R
     }
 }
 
-fn compile_load(dev: &Device, t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) -> (Function, String) {
+fn compile_load(
+    dev: &Device,
+    t: &WgmmaGemm,
+    p: &GemmProblem,
+    c: &WgmmaConfig,
+) -> (Function, String) {
     let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
     let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
-    let module = dev.load_module(&out.cubin).unwrap_or_else(|e| panic!("{}: {e}", src.entry));
+    let module = dev
+        .load_module(&out.cubin)
+        .unwrap_or_else(|e| panic!("{}: {e}", src.entry));
     (module.function(&src.entry).unwrap(), src.entry)
 }
 
@@ -163,8 +181,32 @@ struct Case {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32, persistent: bool, raster_group: u32) -> WgmmaConfig {
-    WgmmaConfig { bm, bn, bk: 64, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k: 1, pingpong: false, tma_store: false, split_n: false, cluster_k: 1 }
+fn cfg(
+    bm: u32,
+    bn: u32,
+    consumers: u32,
+    wgmma_n: u32,
+    stages: u32,
+    cluster_m: u32,
+    persistent: bool,
+    raster_group: u32,
+) -> WgmmaConfig {
+    WgmmaConfig {
+        bm,
+        bn,
+        bk: 64,
+        consumers,
+        wgmma_n,
+        stages,
+        cluster_m,
+        persistent,
+        raster_group,
+        split_k: 1,
+        pingpong: false,
+        tma_store: false,
+        split_n: false,
+        cluster_k: 1,
+    }
 }
 
 /// `c` with the tf32 stage depth (32 four-byte elements = 128 bytes of K).
@@ -179,8 +221,14 @@ fn tf32_cases() -> Vec<Case> {
     let t = WgmmaGemm::default();
     // The first ladder rung (128 x 256, direct stores) with the tf32 depth; the model's
     // 192 x 160 pick for tf32 has its own default_ case below.
-    let def = t.rung_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), &rtx_synthesis::templates::gemm::wgmma::DEFAULT_LADDER[0]);
-    assert_eq!((def.bk, def.bm, def.bn, def.tma_store), (32, 128, 256, false));
+    let def = t.rung_config(
+        &GemmProblem::nn(64, 64, 64, DType::Tf32),
+        &rtx_synthesis::templates::gemm::wgmma::DEFAULT_LADDER[0],
+    );
+    assert_eq!(
+        (def.bk, def.bm, def.bn, def.tma_store),
+        (32, 128, 256, false)
+    );
     let tf32 = |m, n, k, la, lb| problem(m, n, k, DType::Tf32, la, lb);
     let mut v = Vec::new();
     for (name, la, lb) in [
@@ -189,38 +237,137 @@ fn tf32_cases() -> Vec<Case> {
         ("tf32_tn_1000x1000x1000_default", Col, Col),
         ("tf32_tt_1000x1000x1000_default", Col, Row),
     ] {
-        v.push(Case { name, p: tf32(1000, 1000, 1000, la, lb), c: def.clone(), sample: None, sms: None });
+        v.push(Case {
+            name,
+            p: tf32(1000, 1000, 1000, la, lb),
+            c: def.clone(),
+            sample: None,
+            sms: None,
+        });
     }
     // Both operands staged: any K and any pitch (odd K, odd padded leading dimensions).
     let mut tt = tf32(333, 517, 1003, Col, Row);
     tt.lda = 339;
     tt.ldb = 521;
-    v.push(Case { name: "tf32_tt_333x517x1003_odd_pitches", p: tt, c: def.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "tf32_tt_333x517x1003_odd_pitches",
+        p: tt,
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     // Only B staged (NN): N odd, A read in place (K a multiple of 4).
-    v.push(Case { name: "tf32_nn_200x301x260_one_consumer", p: tf32(200, 301, 260, Row, Row), c: tf(cfg(128, 128, 1, 128, 6, 1, false, 1)), sample: None, sms: None });
-    v.push(Case { name: "tf32_nt_64x64x8_tiny_k", p: tf32(64, 64, 8, Row, Col), c: tf(cfg(64, 64, 1, 64, 2, 1, false, 1)), sample: None, sms: None });
-    v.push(Case { name: "tf32_nn_64x64x4_k_below_one_stage", p: tf32(64, 64, 4, Row, Row), c: def.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "tf32_nn_200x301x260_one_consumer",
+        p: tf32(200, 301, 260, Row, Row),
+        c: tf(cfg(128, 128, 1, 128, 6, 1, false, 1)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "tf32_nt_64x64x8_tiny_k",
+        p: tf32(64, 64, 8, Row, Col),
+        c: tf(cfg(64, 64, 1, 64, 2, 1, false, 1)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "tf32_nn_64x64x4_k_below_one_stage",
+        p: tf32(64, 64, 4, Row, Row),
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     // Batched: TN with a broadcast (stride 0) staged A; NN with per-entry B.
     let mut bt = tf32(192, 320, 136, Col, Col).batched(3);
     bt.stride_a = 0;
-    v.push(Case { name: "tf32_tn_192x320x136_batch3_broadcast_a", p: bt, c: tf(cfg(128, 128, 2, 128, 4, 2, true, 8)), sample: None, sms: Some(4) });
-    v.push(Case { name: "tf32_nn_256x200x96_batch2_persistent", p: tf32(256, 200, 96, Row, Row).batched(2), c: def.clone(), sample: None, sms: Some(3) });
+    v.push(Case {
+        name: "tf32_tn_192x320x136_batch3_broadcast_a",
+        p: bt,
+        c: tf(cfg(128, 128, 2, 128, 4, 2, true, 8)),
+        sample: None,
+        sms: Some(4),
+    });
+    v.push(Case {
+        name: "tf32_nn_256x200x96_batch2_persistent",
+        p: tf32(256, 200, 96, Row, Row).batched(2),
+        c: def.clone(),
+        sample: None,
+        sms: Some(3),
+    });
     // Full epilogue (alpha, beta C, bias, GELU, residual, padded ldc; tf32 GEMMs write f32).
-    v.push(Case { name: "tf32_nn_300x260x200_full_epilogue", p: full_epilogue(tf32(300, 260, 200, Row, Row)), c: def.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "tf32_nn_300x260x200_full_epilogue",
+        p: full_epilogue(tf32(300, 260, 200, Row, Row)),
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     let mut silu = full_epilogue(tf32(136, 264, 520, Row, Col));
     silu.epilogue.activation = Activation::Silu;
-    v.push(Case { name: "tf32_nt_136x264x520_epilogue_silu", p: silu, c: tf(cfg(128, 256, 2, 128, 4, 1, true, 8)), sample: None, sms: None });
+    v.push(Case {
+        name: "tf32_nt_136x264x520_epilogue_silu",
+        p: silu,
+        c: tf(cfg(128, 256, 2, 128, 4, 1, true, 8)),
+        sample: None,
+        sms: None,
+    });
     // Split-K, ping-pong, clusters.
-    v.push(Case { name: "tf32_nn_64x1000x2048_split4", p: tf32(64, 1000, 2048, Row, Row), c: sk(tf(cfg(64, 128, 1, 128, 6, 1, true, 8)), 4), sample: None, sms: Some(8) });
-    v.push(Case { name: "tf32_tt_300x300x600_split2_pingpong", p: full_epilogue(tf32(300, 300, 600, Col, Row)), c: sk(pp(tf(cfg(64, 128, 2, 128, 6, 1, true, 8))), 2), sample: None, sms: Some(3) });
-    v.push(Case { name: "tf32_nn_500x700x400_pingpong_64x256", p: tf32(500, 700, 400, Row, Row), c: pp(tf(cfg(64, 256, 2, 256, 4, 1, true, 8))), sample: None, sms: Some(5) });
-    v.push(Case { name: "tf32_nt_520x1000x512_cluster2", p: tf32(520, 1000, 512, Row, Col), c: tf(cfg(128, 256, 2, 256, 4, 2, true, 8)), sample: None, sms: None });
-    v.push(Case { name: "tf32_nn_1000x1000x1000_cluster2_n128", p: tf32(1000, 1000, 1000, Row, Row), c: tf(cfg(128, 256, 2, 128, 4, 2, false, 1)), sample: None, sms: None });
+    v.push(Case {
+        name: "tf32_nn_64x1000x2048_split4",
+        p: tf32(64, 1000, 2048, Row, Row),
+        c: sk(tf(cfg(64, 128, 1, 128, 6, 1, true, 8)), 4),
+        sample: None,
+        sms: Some(8),
+    });
+    v.push(Case {
+        name: "tf32_tt_300x300x600_split2_pingpong",
+        p: full_epilogue(tf32(300, 300, 600, Col, Row)),
+        c: sk(pp(tf(cfg(64, 128, 2, 128, 6, 1, true, 8))), 2),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "tf32_nn_500x700x400_pingpong_64x256",
+        p: tf32(500, 700, 400, Row, Row),
+        c: pp(tf(cfg(64, 256, 2, 256, 4, 1, true, 8))),
+        sample: None,
+        sms: Some(5),
+    });
+    v.push(Case {
+        name: "tf32_nt_520x1000x512_cluster2",
+        p: tf32(520, 1000, 512, Row, Col),
+        c: tf(cfg(128, 256, 2, 256, 4, 2, true, 8)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "tf32_nn_1000x1000x1000_cluster2_n128",
+        p: tf32(1000, 1000, 1000, Row, Row),
+        c: tf(cfg(128, 256, 2, 128, 4, 2, false, 1)),
+        sample: None,
+        sms: None,
+    });
     // The bench shapes, sampled (default config, as the bench's rtx-wgmma-default row runs it).
-    for (name, lb) in [("tf32_nn_4096x4096x4096_sampled", Row), ("tf32_nt_4096x4096x4096_sampled", Col)] {
-        v.push(Case { name, p: tf32(4096, 4096, 4096, Row, lb), c: def.clone(), sample: Some(2048), sms: None });
+    for (name, lb) in [
+        ("tf32_nn_4096x4096x4096_sampled", Row),
+        ("tf32_nt_4096x4096x4096_sampled", Col),
+    ] {
+        v.push(Case {
+            name,
+            p: tf32(4096, 4096, 4096, Row, lb),
+            c: def.clone(),
+            sample: Some(2048),
+            sms: None,
+        });
     }
-    v.push(Case { name: "tf32_tt_4000x4000x4096_sampled", p: tf32(4000, 4000, 4096, Col, Row), c: def.clone(), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "tf32_tt_4000x4000x4096_sampled",
+        p: tf32(4000, 4000, 4096, Col, Row),
+        c: def.clone(),
+        sample: Some(2048),
+        sms: None,
+    });
     v
 }
 
@@ -231,7 +378,10 @@ fn sk(c: WgmmaConfig, split_k: u32) -> WgmmaConfig {
 
 /// `c` with the TMA-store epilogue.
 fn ts(c: WgmmaConfig) -> WgmmaConfig {
-    WgmmaConfig { tma_store: true, ..c }
+    WgmmaConfig {
+        tma_store: true,
+        ..c
+    }
 }
 
 /// TMA-store epilogue cases: edges clipped by the copy engine, padded ldc (padding untouched),
@@ -246,15 +396,69 @@ fn tma_store_cases() -> Vec<Case> {
     fe.epilogue.out_dtype = DType::F16;
     let mut fe32 = full_epilogue(problem(136, 264, 320, DType::Bf16, Col, Row));
     fe32.epilogue.out_dtype = DType::F32;
-    v.push(Case { name: "ts_nn_300x520x200_odd_tiles", p: problem(300, 520, 200, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)), sample: None, sms: Some(3) });
-    v.push(Case { name: "ts_nt_136x200x512_f32_out", p: f32_out, c: ts(cfg(64, 128, 1, 128, 6, 1, true, 1)), sample: None, sms: Some(2) });
-    v.push(Case { name: "ts_nn_200x136x1000_full_epilogue_padded_ldc", p: fe, c: ts(cfg(128, 128, 2, 128, 5, 1, true, 8)), sample: None, sms: None });
-    v.push(Case { name: "ts_tn_136x264x320_full_epilogue_f32_out", p: fe32, c: ts(cfg(64, 256, 1, 256, 4, 1, true, 8)), sample: None, sms: Some(2) });
-    v.push(Case { name: "ts_nn_520x392x304_pingpong", p: problem(520, 392, 304, DType::F16, Row, Row), c: ts(pp(cfg(128, 128, 2, 128, 5, 1, true, 8))), sample: None, sms: Some(5) });
-    v.push(Case { name: "ts_nn_1000x1000x1000_cluster2", p: problem(1000, 1000, 1000, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 2, true, 8)), sample: None, sms: None });
-    v.push(Case { name: "ts_nn_256x200x96_batch3", p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3), c: ts(cfg(128, 128, 2, 64, 4, 1, true, 1)), sample: None, sms: Some(4) });
-    v.push(Case { name: "ts_tf32_nt_200x304x260", p: tf32(200, 304, 260, Row, Col), c: ts(tf(cfg(128, 128, 2, 128, 4, 1, true, 8))), sample: None, sms: None });
-    v.push(Case { name: "ts_nn_4096x4096x4096_sampled", p: problem(4096, 4096, 4096, DType::Bf16, Row, Row), c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "ts_nn_300x520x200_odd_tiles",
+        p: problem(300, 520, 200, DType::Bf16, Row, Row),
+        c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "ts_nt_136x200x512_f32_out",
+        p: f32_out,
+        c: ts(cfg(64, 128, 1, 128, 6, 1, true, 1)),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "ts_nn_200x136x1000_full_epilogue_padded_ldc",
+        p: fe,
+        c: ts(cfg(128, 128, 2, 128, 5, 1, true, 8)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ts_tn_136x264x320_full_epilogue_f32_out",
+        p: fe32,
+        c: ts(cfg(64, 256, 1, 256, 4, 1, true, 8)),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "ts_nn_520x392x304_pingpong",
+        p: problem(520, 392, 304, DType::F16, Row, Row),
+        c: ts(pp(cfg(128, 128, 2, 128, 5, 1, true, 8))),
+        sample: None,
+        sms: Some(5),
+    });
+    v.push(Case {
+        name: "ts_nn_1000x1000x1000_cluster2",
+        p: problem(1000, 1000, 1000, DType::Bf16, Row, Row),
+        c: ts(cfg(128, 256, 2, 256, 4, 2, true, 8)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ts_nn_256x200x96_batch3",
+        p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3),
+        c: ts(cfg(128, 128, 2, 64, 4, 1, true, 1)),
+        sample: None,
+        sms: Some(4),
+    });
+    v.push(Case {
+        name: "ts_tf32_nt_200x304x260",
+        p: tf32(200, 304, 260, Row, Col),
+        c: ts(tf(cfg(128, 128, 2, 128, 4, 1, true, 8))),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ts_nn_4096x4096x4096_sampled",
+        p: problem(4096, 4096, 4096, DType::Bf16, Row, Row),
+        c: ts(cfg(128, 256, 2, 256, 4, 1, true, 8)),
+        sample: Some(2048),
+        sms: None,
+    });
     v
 }
 
@@ -274,57 +478,232 @@ fn split_n_cases() -> Vec<Case> {
         ("sn_tn_296x520x200_64x128", Col, Col),
         ("sn_tt_296x520x200_64x128", Col, Row),
     ] {
-        v.push(Case { name, p: problem(296, 520, 200, DType::Bf16, la, lb), c: sn(cfg(64, 128, 2, 64, 8, 1, false, 1)), sample: None, sms: None });
+        v.push(Case {
+            name,
+            p: problem(296, 520, 200, DType::Bf16, la, lb),
+            c: sn(cfg(64, 128, 2, 64, 8, 1, false, 1)),
+            sample: None,
+            sms: None,
+        });
     }
     let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row));
     fe.epilogue.out_dtype = DType::F16;
-    v.push(Case { name: "sn_ts_nn_200x136x1000_full_epilogue", p: fe, c: ts(sn(cfg(128, 128, 2, 64, 5, 1, true, 8))), sample: None, sms: Some(2) });
-    v.push(Case { name: "sn_ts_nn_1000x1000x1000_128x256_cluster2", p: problem(1000, 1000, 1000, DType::Bf16, Row, Row), c: ts(sn(cfg(128, 256, 2, 128, 4, 2, true, 8))), sample: None, sms: None });
-    v.push(Case { name: "sn_nn_64x1000x2048_split4", p: problem(64, 1000, 2048, DType::Bf16, Row, Row), c: sk(sn(cfg(64, 128, 2, 64, 6, 1, true, 8)), 4), sample: None, sms: Some(8) });
-    v.push(Case { name: "sn_ts_nn_256x200x96_batch3", p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3), c: ts(sn(cfg(64, 256, 2, 128, 4, 1, true, 1))), sample: None, sms: Some(4) });
-    v.push(Case { name: "sn_tf32_nt_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Col), c: tf(sn(cfg(64, 256, 2, 128, 4, 1, false, 1))), sample: None, sms: None });
-    v.push(Case { name: "sn_ts_nn_4096x4096x1000_sampled", p: problem(4096, 4096, 1000, DType::Bf16, Row, Row), c: ts(sn(cfg(128, 256, 2, 128, 4, 1, true, 8))), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "sn_ts_nn_200x136x1000_full_epilogue",
+        p: fe,
+        c: ts(sn(cfg(128, 128, 2, 64, 5, 1, true, 8))),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "sn_ts_nn_1000x1000x1000_128x256_cluster2",
+        p: problem(1000, 1000, 1000, DType::Bf16, Row, Row),
+        c: ts(sn(cfg(128, 256, 2, 128, 4, 2, true, 8))),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "sn_nn_64x1000x2048_split4",
+        p: problem(64, 1000, 2048, DType::Bf16, Row, Row),
+        c: sk(sn(cfg(64, 128, 2, 64, 6, 1, true, 8)), 4),
+        sample: None,
+        sms: Some(8),
+    });
+    v.push(Case {
+        name: "sn_ts_nn_256x200x96_batch3",
+        p: problem(256, 200, 96, DType::Bf16, Row, Row).batched(3),
+        c: ts(sn(cfg(64, 256, 2, 128, 4, 1, true, 1))),
+        sample: None,
+        sms: Some(4),
+    });
+    v.push(Case {
+        name: "sn_tf32_nt_200x304x260",
+        p: problem(200, 304, 260, DType::Tf32, Row, Col),
+        c: tf(sn(cfg(64, 256, 2, 128, 4, 1, false, 1))),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "sn_ts_nn_4096x4096x1000_sampled",
+        p: problem(4096, 4096, 1000, DType::Bf16, Row, Row),
+        c: ts(sn(cfg(128, 256, 2, 128, 4, 1, true, 8))),
+        sample: Some(2048),
+        sms: None,
+    });
     // 192 x 160 (two consumers of 192 x 80, m64n80 wgmmas), K-major B only: partial tiles on
     // both edges, a fused epilogue, tf32 through the staging pre-pass, 4000 x 4000 sampled.
     let t160 = |stages| sn(cfg(192, 160, 2, 80, stages, 1, true, 8));
-    v.push(Case { name: "t160_nt_300x330x200", p: problem(300, 330, 200, DType::Bf16, Row, Col), c: t160(4), sample: None, sms: Some(3) });
-    v.push(Case { name: "t160_tt_200x170x520_full_epilogue", p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)), c: t160(3), sample: None, sms: Some(2) });
-    v.push(Case { name: "t160_nt_400x500x96_batch2", p: problem(400, 500, 96, DType::Bf16, Row, Col).batched(2), c: t160(4), sample: None, sms: Some(5) });
-    v.push(Case { name: "t160_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(t160(4)), sample: None, sms: None });
-    v.push(Case { name: "t160_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::Bf16, Row, Col), c: t160(4), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "t160_nt_300x330x200",
+        p: problem(300, 330, 200, DType::Bf16, Row, Col),
+        c: t160(4),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "t160_tt_200x170x520_full_epilogue",
+        p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)),
+        c: t160(3),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "t160_nt_400x500x96_batch2",
+        p: problem(400, 500, 96, DType::Bf16, Row, Col).batched(2),
+        c: t160(4),
+        sample: None,
+        sms: Some(5),
+    });
+    v.push(Case {
+        name: "t160_tf32_nn_250x330x136",
+        p: problem(250, 330, 136, DType::Tf32, Row, Row),
+        c: tf(t160(4)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "t160_nt_4000x4000x4096_sampled",
+        p: problem(4000, 4000, 4096, DType::Bf16, Row, Col),
+        c: t160(4),
+        sample: Some(2048),
+        sms: None,
+    });
     // The same tile with three consumers of 64 x 160 (m64n160 wgmmas, 512 threads).
     let c3 = |stages| cfg(192, 160, 3, 160, stages, 1, true, 8);
-    v.push(Case { name: "t160c3_nt_300x330x200", p: problem(300, 330, 200, DType::Bf16, Row, Col), c: c3(4), sample: None, sms: Some(3) });
-    v.push(Case { name: "t160c3_tt_200x170x520_full_epilogue", p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)), c: c3(3), sample: None, sms: Some(2) });
-    v.push(Case { name: "t160c3_tf32_nn_250x330x136", p: problem(250, 330, 136, DType::Tf32, Row, Row), c: tf(c3(4)), sample: None, sms: None });
-    v.push(Case { name: "t160c3_nt_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::F16, Row, Col), c: c3(4), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "t160c3_nt_300x330x200",
+        p: problem(300, 330, 200, DType::Bf16, Row, Col),
+        c: c3(4),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "t160c3_tt_200x170x520_full_epilogue",
+        p: full_epilogue(problem(200, 170, 520, DType::F16, Col, Col)),
+        c: c3(3),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "t160c3_tf32_nn_250x330x136",
+        p: problem(250, 330, 136, DType::Tf32, Row, Row),
+        c: tf(c3(4)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "t160c3_nt_4000x4000x4096_sampled",
+        p: problem(4000, 4000, 4096, DType::F16, Row, Col),
+        c: c3(4),
+        sample: Some(2048),
+        sms: None,
+    });
     // An MN-major B (NN, TN): three 64-column boxes per stage, the last one half read; the
     // boxes past N are skipped (N = 328: the third tile column loads one box).
-    v.push(Case { name: "t160c3_nn_300x328x200", p: problem(300, 328, 200, DType::Bf16, Row, Row), c: c3(4), sample: None, sms: Some(3) });
-    v.push(Case { name: "t160c3_tn_200x168x520_full_epilogue", p: full_epilogue(problem(200, 168, 520, DType::F16, Col, Row)), c: c3(3), sample: None, sms: Some(2) });
-    v.push(Case { name: "t160c3_nn_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::Bf16, Row, Row), c: c3(4), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "t160c3_nn_300x328x200",
+        p: problem(300, 328, 200, DType::Bf16, Row, Row),
+        c: c3(4),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "t160c3_tn_200x168x520_full_epilogue",
+        p: full_epilogue(problem(200, 168, 520, DType::F16, Col, Row)),
+        c: c3(3),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "t160c3_nn_4000x4000x4096_sampled",
+        p: problem(4000, 4000, 4096, DType::Bf16, Row, Row),
+        c: c3(4),
+        sample: Some(2048),
+        sms: None,
+    });
     // The TMA-store epilogue of 160 columns: five 32-column boxes of 64 bytes (64-byte swizzle),
     // or ten 16-column ones for an f32 output.
-    v.push(Case { name: "t160c3_ts_nt_300x328x200", p: problem(300, 328, 200, DType::Bf16, Row, Col), c: ts(c3(4)), sample: None, sms: Some(3) });
-    v.push(Case { name: "t160c3_ts_nn_300x328x200", p: problem(300, 328, 200, DType::F16, Row, Row), c: ts(c3(4)), sample: None, sms: Some(3) });
+    v.push(Case {
+        name: "t160c3_ts_nt_300x328x200",
+        p: problem(300, 328, 200, DType::Bf16, Row, Col),
+        c: ts(c3(4)),
+        sample: None,
+        sms: Some(3),
+    });
+    v.push(Case {
+        name: "t160c3_ts_nn_300x328x200",
+        p: problem(300, 328, 200, DType::F16, Row, Row),
+        c: ts(c3(4)),
+        sample: None,
+        sms: Some(3),
+    });
     let mut fe16 = full_epilogue(problem(200, 168, 520, DType::Bf16, Col, Row));
     fe16.epilogue.out_dtype = DType::Bf16;
-    v.push(Case { name: "t160c3_ts_tn_200x168x520_full_epilogue", p: fe16, c: ts(c3(3)), sample: None, sms: Some(2) });
+    v.push(Case {
+        name: "t160c3_ts_tn_200x168x520_full_epilogue",
+        p: fe16,
+        c: ts(c3(3)),
+        sample: None,
+        sms: Some(2),
+    });
     let mut f32_out = problem(330, 504, 136, DType::Bf16, Row, Row);
     f32_out.epilogue.out_dtype = DType::F32;
-    v.push(Case { name: "t160c3_ts_nn_330x504x136_f32_out", p: f32_out, c: ts(c3(4)), sample: None, sms: Some(4) });
-    v.push(Case { name: "t160c3_ts_nn_400x504x96_batch2", p: problem(400, 504, 96, DType::Bf16, Row, Row).batched(2), c: ts(c3(4)), sample: None, sms: Some(5) });
-    v.push(Case { name: "t160c3_ts_tf32_nn_250x332x136", p: problem(250, 332, 136, DType::Tf32, Row, Row), c: ts(tf(c3(3))), sample: None, sms: None });
-    v.push(Case { name: "t160c3_ts_nn_4000x4000x4096_sampled", p: problem(4000, 4000, 4096, DType::F16, Row, Row), c: ts(c3(4)), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "t160c3_ts_nn_330x504x136_f32_out",
+        p: f32_out,
+        c: ts(c3(4)),
+        sample: None,
+        sms: Some(4),
+    });
+    v.push(Case {
+        name: "t160c3_ts_nn_400x504x96_batch2",
+        p: problem(400, 504, 96, DType::Bf16, Row, Row).batched(2),
+        c: ts(c3(4)),
+        sample: None,
+        sms: Some(5),
+    });
+    v.push(Case {
+        name: "t160c3_ts_tf32_nn_250x332x136",
+        p: problem(250, 332, 136, DType::Tf32, Row, Row),
+        c: ts(tf(c3(3))),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "t160c3_ts_nn_4000x4000x4096_sampled",
+        p: problem(4000, 4000, 4096, DType::F16, Row, Row),
+        c: ts(c3(4)),
+        sample: Some(2048),
+        sms: None,
+    });
     // What default_config serves where the cost model picks the 192 x 160 rung.
     for (name, p) in [
-        ("default_nn_4000x4000x4096_sampled", problem(4000, 4000, 4096, DType::Bf16, Row, Row)),
-        ("default_nn_4096x768x3072_sampled", problem(4096, 768, 3072, DType::F16, Row, Row)),
-        ("default_tf32_nn_4000x4000x4096_sampled", problem(4000, 4000, 4096, DType::Tf32, Row, Row)),
+        (
+            "default_nn_4000x4000x4096_sampled",
+            problem(4000, 4000, 4096, DType::Bf16, Row, Row),
+        ),
+        (
+            "default_nn_4096x768x3072_sampled",
+            problem(4096, 768, 3072, DType::F16, Row, Row),
+        ),
+        (
+            "default_tf32_nn_4000x4000x4096_sampled",
+            problem(4000, 4000, 4096, DType::Tf32, Row, Row),
+        ),
     ] {
         let c = WgmmaGemm::default().default_config(&p, Arch::Sm90a);
-        assert_eq!((c.bm, c.bn, c.tma_store), (192, 160, p.dtype != DType::Tf32), "{name}");
-        v.push(Case { name, p, c, sample: Some(2048), sms: None });
+        assert_eq!(
+            (c.bm, c.bn, c.tma_store),
+            (192, 160, p.dtype != DType::Tf32),
+            "{name}"
+        );
+        v.push(Case {
+            name,
+            p,
+            c,
+            sample: Some(2048),
+            sms: None,
+        });
     }
     v
 }
@@ -342,27 +721,96 @@ fn cluster_k_cases() -> Vec<Case> {
     use Layout::{Col, Row};
     let mut v = Vec::new();
     let c128 = |stages, persistent| ck(cfg(128, 128, 2, 128, stages, 1, persistent, 8));
-    v.push(Case { name: "ck_nn_1024x1024x1024", p: problem(1024, 1024, 1024, DType::Bf16, Row, Row), c: ts(c128(4, true)), sample: None, sms: None });
-    v.push(Case { name: "ck_nn_300x520x200_direct", p: problem(300, 520, 200, DType::Bf16, Row, Row), c: c128(6, false), sample: None, sms: None });
-    v.push(Case { name: "ck_nt_296x520x200_sn_ts_many_units", p: problem(296, 520, 200, DType::F16, Row, Col), c: ts(sn(ck(cfg(128, 128, 2, 64, 5, 1, true, 1)))), sample: None, sms: Some(4) });
+    v.push(Case {
+        name: "ck_nn_1024x1024x1024",
+        p: problem(1024, 1024, 1024, DType::Bf16, Row, Row),
+        c: ts(c128(4, true)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ck_nn_300x520x200_direct",
+        p: problem(300, 520, 200, DType::Bf16, Row, Row),
+        c: c128(6, false),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ck_nt_296x520x200_sn_ts_many_units",
+        p: problem(296, 520, 200, DType::F16, Row, Col),
+        c: ts(sn(ck(cfg(128, 128, 2, 64, 5, 1, true, 1)))),
+        sample: None,
+        sms: Some(4),
+    });
     let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Col, Row));
     fe.epilogue.out_dtype = DType::F16;
-    v.push(Case { name: "ck_tn_200x136x1000_128x64_full_epilogue_one_cluster", p: fe, c: ck(cfg(128, 64, 2, 64, 8, 1, true, 1)), sample: None, sms: Some(2) });
-    v.push(Case { name: "ck_tt_136x264x320_256x128_batch2", p: problem(136, 264, 320, DType::Bf16, Col, Col).batched(2), c: ck(cfg(256, 128, 2, 128, 3, 1, true, 8)), sample: None, sms: Some(6) });
-    v.push(Case { name: "ck_nn_250x264x128_two_kblocks", p: problem(250, 264, 128, DType::Bf16, Row, Row), c: ts(c128(4, true)), sample: None, sms: Some(2) });
-    v.push(Case { name: "ck_nn_260x136x192_three_kblocks", p: problem(260, 136, 192, DType::Bf16, Row, Row), c: c128(6, false), sample: None, sms: None });
+    v.push(Case {
+        name: "ck_tn_200x136x1000_128x64_full_epilogue_one_cluster",
+        p: fe,
+        c: ck(cfg(128, 64, 2, 64, 8, 1, true, 1)),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "ck_tt_136x264x320_256x128_batch2",
+        p: problem(136, 264, 320, DType::Bf16, Col, Col).batched(2),
+        c: ck(cfg(256, 128, 2, 128, 3, 1, true, 8)),
+        sample: None,
+        sms: Some(6),
+    });
+    v.push(Case {
+        name: "ck_nn_250x264x128_two_kblocks",
+        p: problem(250, 264, 128, DType::Bf16, Row, Row),
+        c: ts(c128(4, true)),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "ck_nn_260x136x192_three_kblocks",
+        p: problem(260, 136, 192, DType::Bf16, Row, Row),
+        c: c128(6, false),
+        sample: None,
+        sms: None,
+    });
     let mut f32_out = problem(136, 200, 512, DType::Bf16, Row, Col);
     f32_out.epilogue.out_dtype = DType::F32;
-    v.push(Case { name: "ck_nt_136x200x512_ts_f32_out", p: f32_out, c: ts(c128(4, true)), sample: None, sms: Some(2) });
-    v.push(Case { name: "ck_tf32_nt_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Col), c: tf(c128(4, false)), sample: None, sms: None });
-    v.push(Case { name: "ck_tf32_nn_200x304x260", p: problem(200, 304, 260, DType::Tf32, Row, Row), c: tf(c128(4, true)), sample: None, sms: Some(4) });
-    v.push(Case { name: "ck_nn_4096x4096x1000_128x256_sampled", p: problem(4096, 4096, 1000, DType::Bf16, Row, Row), c: ck(cfg(128, 256, 2, 256, 3, 1, true, 8)), sample: Some(2048), sms: None });
+    v.push(Case {
+        name: "ck_nt_136x200x512_ts_f32_out",
+        p: f32_out,
+        c: ts(c128(4, true)),
+        sample: None,
+        sms: Some(2),
+    });
+    v.push(Case {
+        name: "ck_tf32_nt_200x304x260",
+        p: problem(200, 304, 260, DType::Tf32, Row, Col),
+        c: tf(c128(4, false)),
+        sample: None,
+        sms: None,
+    });
+    v.push(Case {
+        name: "ck_tf32_nn_200x304x260",
+        p: problem(200, 304, 260, DType::Tf32, Row, Row),
+        c: tf(c128(4, true)),
+        sample: None,
+        sms: Some(4),
+    });
+    v.push(Case {
+        name: "ck_nn_4096x4096x1000_128x256_sampled",
+        p: problem(4096, 4096, 1000, DType::Bf16, Row, Row),
+        c: ck(cfg(128, 256, 2, 256, 3, 1, true, 8)),
+        sample: Some(2048),
+        sms: None,
+    });
     v
 }
 
 /// `c` with ping-pong consumers.
 fn pp(c: WgmmaConfig) -> WgmmaConfig {
-    WgmmaConfig { pingpong: true, ..c }
+    WgmmaConfig {
+        pingpong: true,
+        ..c
+    }
 }
 
 /// The epilogue that reads everything: alpha, beta * C, bias, GELU(tanh), residual; ldc padded.
@@ -386,7 +834,10 @@ fn cases() -> Vec<Case> {
     let t = WgmmaGemm::default();
     // The small-shape default rung with direct stores: several cases below have C pitches the
     // TMA store cannot take (the ts_ cases cover the TMA-store epilogue).
-    let def = WgmmaConfig { tma_store: false, ..t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a) };
+    let def = WgmmaConfig {
+        tma_store: false,
+        ..t.default_config(&GemmProblem::nn(64, 64, 64, DType::Bf16), Arch::Sm90a)
+    };
     let small = cfg(128, 128, 1, 128, 4, 1, false, 1);
     let mut v = vec![
         Case {
@@ -403,7 +854,13 @@ fn cases() -> Vec<Case> {
             sample: None,
             sms: None,
         },
-        Case { name: "nt_256x256x256_default", p: problem(256, 256, 256, DType::Bf16, Row, Col), c: def.clone(), sample: None, sms: None },
+        Case {
+            name: "nt_256x256x256_default",
+            p: problem(256, 256, 256, DType::Bf16, Row, Col),
+            c: def.clone(),
+            sample: None,
+            sms: None,
+        },
         Case {
             name: "nn_256x256x256_default_f16",
             p: problem(256, 256, 256, DType::F16, Row, Row),
@@ -420,7 +877,10 @@ fn cases() -> Vec<Case> {
         },
         Case {
             name: "nn_1x1x8_ldb8",
-            p: GemmProblem { ldb: 8, ..problem(1, 1, 8, DType::F16, Row, Row) },
+            p: GemmProblem {
+                ldb: 8,
+                ..problem(1, 1, 8, DType::F16, Row, Row)
+            },
             c: cfg(64, 64, 1, 64, 2, 1, false, 1),
             sample: None,
             sms: None,
@@ -432,8 +892,20 @@ fn cases() -> Vec<Case> {
             sample: None,
             sms: None,
         },
-        Case { name: "nt_256x384x1000_k_tail", p: problem(256, 384, 1000, DType::Bf16, Row, Col), c: def.clone(), sample: None, sms: None },
-        Case { name: "tn_192x200x136_col_a", p: problem(192, 200, 136, DType::Bf16, Col, Row), c: def.clone(), sample: None, sms: None },
+        Case {
+            name: "nt_256x384x1000_k_tail",
+            p: problem(256, 384, 1000, DType::Bf16, Row, Col),
+            c: def.clone(),
+            sample: None,
+            sms: None,
+        },
+        Case {
+            name: "tn_192x200x136_col_a",
+            p: problem(192, 200, 136, DType::Bf16, Col, Row),
+            c: def.clone(),
+            sample: None,
+            sms: None,
+        },
         Case {
             name: "tt_192x200x136_col_a_col_b",
             p: problem(192, 200, 136, DType::F16, Col, Col),
@@ -500,22 +972,46 @@ fn cases() -> Vec<Case> {
     e1.epilogue.bias = true;
     e1.epilogue.activation = Activation::GeluTanh;
     e1.epilogue.residual = true;
-    v.push(Case { name: "nn_200x136x1000_beta_bias_gelutanh_residual", p: e1, c: def.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "nn_200x136x1000_beta_bias_gelutanh_residual",
+        p: e1,
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     let mut e2 = problem(200, 136, 1000, DType::Bf16, Row, Col);
     e2.epilogue.bias = true;
     e2.epilogue.activation = Activation::Relu;
     e2.epilogue.out_dtype = DType::F32;
-    v.push(Case { name: "nt_200x136x1000_bias_relu_f32_out", p: e2, c: def.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "nt_200x136x1000_bias_relu_f32_out",
+        p: e2,
+        c: def.clone(),
+        sample: None,
+        sms: None,
+    });
     let mut e3 = problem(130, 72, 256, DType::Bf16, Row, Col);
     e3.ldc = 75; // odd ldc: scalar store path
     e3.stride_c = 130 * 75;
     e3.epilogue.activation = Activation::Silu;
     e3.epilogue.residual = true;
-    v.push(Case { name: "nt_130x72x256_silu_residual_odd_ldc", p: e3, c: small.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "nt_130x72x256_silu_residual_odd_ldc",
+        p: e3,
+        c: small.clone(),
+        sample: None,
+        sms: None,
+    });
     let mut e4 = problem(130, 72, 256, DType::F16, Row, Row);
     e4.epilogue.activation = Activation::GeluErf;
     e4.epilogue.beta = -1.0;
-    v.push(Case { name: "nn_130x72x256_geluerf_beta", p: e4, c: small.clone(), sample: None, sms: None });
+    v.push(Case {
+        name: "nn_130x72x256_geluerf_beta",
+        p: e4,
+        c: small.clone(),
+        sample: None,
+        sms: None,
+    });
     // Batched: packed strides, and a broadcast A.
     v.push(Case {
         name: "nt_batch3_130x260x72",
@@ -526,7 +1022,13 @@ fn cases() -> Vec<Case> {
     });
     let mut b2 = problem(130, 264, 72, DType::F16, Row, Row).batched(2);
     b2.stride_a = 0;
-    v.push(Case { name: "nn_batch2_broadcast_a", p: b2, c: cfg(128, 256, 2, 128, 4, 2, false, 1), sample: None, sms: None });
+    v.push(Case {
+        name: "nn_batch2_broadcast_a",
+        p: b2,
+        c: cfg(128, 256, 2, 128, 4, 2, false, 1),
+        sample: None,
+        sms: None,
+    });
     // Large shapes, sampled.
     v.push(Case {
         name: "nt_4000x4000x4096_sampled",
@@ -548,33 +1050,78 @@ fn cases() -> Vec<Case> {
     let pp64 = pp(cfg(64, 256, 2, 256, 4, 1, true, 8));
     let pp128 = pp(cfg(128, 128, 2, 128, 6, 1, true, 8));
     let mut split_cases = vec![
-        ("nt_64x1000x1000_split4_k_tail_odd_n", problem(64, 1000, 1000, DType::Bf16, Row, Col), sk(c64.clone(), 4), None),
-        ("nn_130x264x192_split3_one_kblock_each", problem(130, 264, 192, DType::F16, Row, Row), sk(c128.clone(), 3), None),
-        ("nt_200x136x1000_split3_full_epilogue", full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)), sk(c128.clone(), 3), None),
+        (
+            "nt_64x1000x1000_split4_k_tail_odd_n",
+            problem(64, 1000, 1000, DType::Bf16, Row, Col),
+            sk(c64.clone(), 4),
+            None,
+        ),
+        (
+            "nn_130x264x192_split3_one_kblock_each",
+            problem(130, 264, 192, DType::F16, Row, Row),
+            sk(c128.clone(), 3),
+            None,
+        ),
+        (
+            "nt_200x136x1000_split3_full_epilogue",
+            full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)),
+            sk(c128.clone(), 3),
+            None,
+        ),
         (
             "nn_200x136x1000_split2_full_epilogue_f16",
             full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row)),
             sk(c64.clone(), 2),
             None,
         ),
-        ("tn_192x200x520_split2_col_a", problem(192, 200, 520, DType::Bf16, Col, Row), sk(c128.clone(), 2), None),
+        (
+            "tn_192x200x520_split2_col_a",
+            problem(192, 200, 520, DType::Bf16, Col, Row),
+            sk(c128.clone(), 2),
+            None,
+        ),
         (
             "nt_300x520x200_cluster2_split2",
             problem(300, 520, 200, DType::Bf16, Row, Col),
             sk(cfg(128, 128, 2, 128, 5, 2, true, 8), 2),
             None,
         ),
-        ("nt_batch3_130x260x200_split2", problem(130, 260, 200, DType::Bf16, Row, Col).batched(3), sk(c64.clone(), 2), None),
+        (
+            "nt_batch3_130x260x200_split2",
+            problem(130, 260, 200, DType::Bf16, Row, Col).batched(3),
+            sk(c64.clone(), 2),
+            None,
+        ),
         (
             "nt_256x512x640_split4_not_persistent",
             problem(256, 512, 640, DType::Bf16, Row, Col),
             sk(cfg(128, 128, 2, 128, 4, 1, false, 1), 4),
             None,
         ),
-        ("nt_512x512x1024_split2_few_blocks", problem(512, 512, 1024, DType::Bf16, Row, Col), sk(c128.clone(), 2), Some(3)),
-        ("nn_512x512x512_pingpong_128x128", problem(512, 512, 512, DType::Bf16, Row, Row), pp128.clone(), None),
-        ("nt_512x512x512_pingpong_few_blocks", problem(512, 512, 512, DType::Bf16, Row, Col), pp128.clone(), Some(3)),
-        ("nt_300x1000x1000_pingpong_64x256_k_tail", problem(300, 1000, 1000, DType::Bf16, Row, Col), pp64.clone(), Some(5)),
+        (
+            "nt_512x512x1024_split2_few_blocks",
+            problem(512, 512, 1024, DType::Bf16, Row, Col),
+            sk(c128.clone(), 2),
+            Some(3),
+        ),
+        (
+            "nn_512x512x512_pingpong_128x128",
+            problem(512, 512, 512, DType::Bf16, Row, Row),
+            pp128.clone(),
+            None,
+        ),
+        (
+            "nt_512x512x512_pingpong_few_blocks",
+            problem(512, 512, 512, DType::Bf16, Row, Col),
+            pp128.clone(),
+            Some(3),
+        ),
+        (
+            "nt_300x1000x1000_pingpong_64x256_k_tail",
+            problem(300, 1000, 1000, DType::Bf16, Row, Col),
+            pp64.clone(),
+            Some(5),
+        ),
         (
             "tt_192x200x136_pingpong_col_a_col_b",
             problem(192, 200, 136, DType::F16, Col, Col),
@@ -587,7 +1134,12 @@ fn cases() -> Vec<Case> {
             pp(cfg(128, 128, 2, 128, 5, 2, true, 8)),
             Some(4),
         ),
-        ("nt_200x136x1000_pingpong_full_epilogue", full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)), pp128.clone(), Some(1)),
+        (
+            "nt_200x136x1000_pingpong_full_epilogue",
+            full_epilogue(problem(200, 136, 1000, DType::Bf16, Row, Col)),
+            pp128.clone(),
+            Some(1),
+        ),
         (
             "nn_260x264x1000_pingpong_split3_full_epilogue",
             full_epilogue(problem(260, 264, 1000, DType::F16, Row, Row)),
@@ -596,7 +1148,13 @@ fn cases() -> Vec<Case> {
         ),
     ];
     for (name, p, c, sms) in split_cases.drain(..) {
-        v.push(Case { name, p, c, sample: None, sms });
+        v.push(Case {
+            name,
+            p,
+            c,
+            sample: None,
+            sms,
+        });
     }
     v.push(Case {
         name: "nt_64x8192x8192_split2_sampled",
@@ -634,22 +1192,42 @@ fn cases() -> Vec<Case> {
 }
 
 /// Runs one case; returns (relative error, worst absolute error) or a failure description.
-fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64) -> Result<(f64, f64), String> {
+fn run_case(
+    dev: &Device,
+    stream: &Stream,
+    t: &WgmmaGemm,
+    case: &Case,
+    seed: u64,
+) -> Result<(f64, f64), String> {
     let p = &case.p;
     let mut rng = SmallRng::seed_from_u64(seed);
     let (ea, eb, ec) = p.buffer_elems();
     let out = p.epilogue.out_dtype;
     let a = random_data(&mut rng, ea as usize, p.dtype, 1.0);
     let b = random_data(&mut rng, eb as usize, p.dtype, 1.0);
-    let c_init = if p.epilogue.beta != 0.0 { Some(random_data(&mut rng, ec as usize, out, 1.0)) } else { None };
-    let bias = if p.epilogue.bias { Some(random_data(&mut rng, p.n as usize, out, 1.0)) } else { None };
-    let res = if p.epilogue.residual { Some(random_data(&mut rng, ec as usize, out, 1.0)) } else { None };
+    let c_init = if p.epilogue.beta != 0.0 {
+        Some(random_data(&mut rng, ec as usize, out, 1.0))
+    } else {
+        None
+    };
+    let bias = if p.epilogue.bias {
+        Some(random_data(&mut rng, p.n as usize, out, 1.0))
+    } else {
+        None
+    };
+    let res = if p.epilogue.residual {
+        Some(random_data(&mut rng, ec as usize, out, 1.0))
+    } else {
+        None
+    };
     let da = upload(dev, stream, &a);
     let db = upload(dev, stream, &b);
     let mut dc = match &c_init {
         Some(h) => upload(dev, stream, h),
         None => {
-            let mut buf = dev.alloc((ec as usize * out.size_bytes()).max(16), stream).unwrap();
+            let mut buf = dev
+                .alloc((ec as usize * out.size_bytes()).max(16), stream)
+                .unwrap();
             buf.fill_u8(0xFF, stream).unwrap();
             buf
         }
@@ -661,7 +1239,9 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
         // Counters must start at zero; fill the partials with NaN so a missed slice shows.
         let mut w = dev.alloc(ws_bytes, stream).unwrap();
         let part = case.c.workspace_partial_bytes(p.m, p.n, p.batch) as usize / 4;
-        let host: Vec<u32> = (0..ws_bytes / 4).map(|i| if i < part { 0x7FC0_0000 } else { 0 }).collect();
+        let host: Vec<u32> = (0..ws_bytes / 4)
+            .map(|i| if i < part { 0x7FC0_0000 } else { 0 })
+            .collect();
         w.upload(&host, stream).unwrap();
         Some(w)
     } else {
@@ -686,14 +1266,18 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
         workspace: dws.as_mut(),
         staging: dst.as_mut(),
     };
-    t.enqueue(&f, p, &case.c, &mut bufs, stream).map_err(|e| format!("{entry}: launch: {e}"))?;
+    t.enqueue(&f, p, &case.c, &mut bufs, stream)
+        .map_err(|e| format!("{entry}: launch: {e}"))?;
     wait_or_hang(dev, stream, &entry, Duration::from_secs(20))?;
     if let Some(w) = &dws {
         // Every launch must leave the arrival counters zero for the next one.
         let part = case.c.workspace_partial_bytes(p.m, p.n, p.batch) as usize / 4;
         let words = w.download::<u32>(stream).unwrap();
         if let Some(i) = words[part..ws_bytes / 4].iter().position(|&x| x != 0) {
-            return Err(format!("{entry}: split-K counter {i} is {} after the launch (must be reset to 0)", words[part + i]));
+            return Err(format!(
+                "{entry}: split-K counter {i} is {} after the launch (must be reset to 0)",
+                words[part + i]
+            ));
         }
     }
     let got = download(&dc, stream, out, ec as usize);
@@ -717,14 +1301,26 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
                     return Err(format!("{entry}: C[{bt}][{i}][{j}] not written (NaN)"));
                 }
                 if j >= p.n as usize && !pad_ok {
-                    return Err(format!("{entry}: padding C[{bt}][{i}][{j}] overwritten with {}", got[ci]));
+                    return Err(format!(
+                        "{entry}: padding C[{bt}][{i}][{j}] overwritten with {}",
+                        got[ci]
+                    ));
                 }
             }
         }
     }
     let (want, got_cmp) = match case.sample {
         None => {
-            let full = gemm_f64(p, &GemmRefInputs { a: &a.vals, b: &b.vals, c: cv, bias: bv, residual: rv });
+            let full = gemm_f64(
+                p,
+                &GemmRefInputs {
+                    a: &a.vals,
+                    b: &b.vals,
+                    c: cv,
+                    bias: bv,
+                    residual: rv,
+                },
+            );
             let mut w = Vec::new();
             let mut g = Vec::new();
             for bt in 0..p.batch as usize {
@@ -742,12 +1338,20 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
             let mut w = Vec::new();
             let mut g = Vec::new();
             // Always include the four corners, then random elements.
-            let corners = [(0, 0), (0, p.n as usize - 1), (p.m as usize - 1, 0), (p.m as usize - 1, p.n as usize - 1)];
+            let corners = [
+                (0, 0),
+                (0, p.n as usize - 1),
+                (p.m as usize - 1, 0),
+                (p.m as usize - 1, p.n as usize - 1),
+            ];
             for idx in 0..s {
                 let bt = rng.random_range(0..p.batch as usize);
                 let (i, j) = match corners.get(idx) {
                     Some(&corner) => corner,
-                    None => (rng.random_range(0..p.m as usize), rng.random_range(0..p.n as usize)),
+                    None => (
+                        rng.random_range(0..p.m as usize),
+                        rng.random_range(0..p.n as usize),
+                    ),
                 };
                 w.push(ref_element(p, &a.vals, &b.vals, cv, bv, rv, bt, i, j));
                 g.push(got[bt * p.stride_c as usize + i * p.ldc as usize + j]);
@@ -756,13 +1360,20 @@ fn run_case(dev: &Device, stream: &Stream, t: &WgmmaGemm, case: &Case, seed: u64
         }
     };
     let err = rel_error(&got_cmp, &want);
-    let worst = got_cmp.iter().zip(&want).map(|(g, w)| (g - w).abs()).fold(0.0, f64::max);
+    let worst = got_cmp
+        .iter()
+        .zip(&want)
+        .map(|(g, w)| (g - w).abs())
+        .fold(0.0, f64::max);
     let tol = p.dtype.rel_tolerance();
     if p.dtype == DType::Tf32 {
         assert_eq!(tol, 5e-3, "the tf32 bound of the issue");
     }
     if err.is_nan() || err >= tol {
-        let first_bad = got_cmp.iter().zip(&want).position(|(g, w)| (g - w).abs() > 0.05 * (1.0 + w.abs()));
+        let first_bad = got_cmp
+            .iter()
+            .zip(&want)
+            .position(|(g, w)| (g - w).abs() > 0.05 * (1.0 + w.abs()));
         return Err(format!("{entry}: rel error {err:.3e} >= {tol:.0e} (worst abs {worst:.3e}, first bad compared index {first_bad:?})"));
     }
     Ok((err, worst))
@@ -773,7 +1384,8 @@ fn gpu_cases_are_valid_problems() {
     // Runs without a device: every GPU case must pass check(), so the GPU run tests kernels, not the case list.
     let t = WgmmaGemm::default();
     for case in cases() {
-        t.check(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        t.check(&case.p, &case.c, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let (_, _, ec) = case.p.buffer_elems();
         assert!(ec >= case.p.m as u64 * case.p.ldc as u64, "{}", case.name);
     }
@@ -787,11 +1399,27 @@ fn split_k_and_pingpong_case_kernels_compile_without_spills() {
     }
     let t = WgmmaGemm::default();
     let mut n = 0;
-    for case in cases().iter().filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store || c.c.cluster_k > 1) {
-        let src = t.emit(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+    for case in cases()
+        .iter()
+        .filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store || c.c.cluster_k > 1)
+    {
+        let src = t
+            .emit(&case.p, &case.c, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        assert!(out.log.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{} spills:\n{}", case.name, out.log);
-        assert!(!out.log.contains("serialized"), "{} serializes wgmma:\n{}", case.name, out.log);
+        assert!(
+            out.log
+                .contains(" 0 bytes spill stores, 0 bytes spill loads"),
+            "{} spills:\n{}",
+            case.name,
+            out.log
+        );
+        assert!(
+            !out.log.contains("serialized"),
+            "{} serializes wgmma:\n{}",
+            case.name,
+            out.log
+        );
         n += 1;
     }
     assert!(n >= 24, "only {n} split-K / ping-pong / TMA-store cases");
@@ -801,24 +1429,52 @@ fn split_k_and_pingpong_case_kernels_compile_without_spills() {
 fn tf32_cases_cover_every_layout_and_compile_without_spills() {
     let t = WgmmaGemm::default();
     let cases = tf32_cases();
-    for (la, lb) in [(Layout::Row, Layout::Row), (Layout::Row, Layout::Col), (Layout::Col, Layout::Row), (Layout::Col, Layout::Col)] {
-        assert!(cases.iter().any(|c| c.p.layout_a == la && c.p.layout_b == lb && c.p.m == 1000 && c.p.k == 1000), "{la:?}{lb:?}");
+    for (la, lb) in [
+        (Layout::Row, Layout::Row),
+        (Layout::Row, Layout::Col),
+        (Layout::Col, Layout::Row),
+        (Layout::Col, Layout::Col),
+    ] {
+        assert!(
+            cases.iter().any(|c| c.p.layout_a == la
+                && c.p.layout_b == lb
+                && c.p.m == 1000
+                && c.p.k == 1000),
+            "{la:?}{lb:?}"
+        );
     }
-    assert!(cases.iter().any(|c| c.p.m == 4096 && c.p.n == 4096 && c.p.k == 4096));
+    assert!(cases
+        .iter()
+        .any(|c| c.p.m == 4096 && c.p.n == 4096 && c.p.k == 4096));
     if !nvrtc_or_skip("tf32_cases_cover_every_layout_and_compile_without_spills") {
         return;
     }
     for case in &cases {
-        let src = t.emit(&case.p, &case.c, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let src = t
+            .emit(&case.p, &case.c, Arch::Sm90a)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
         let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-        assert!(out.log.contains(" 0 bytes spill stores, 0 bytes spill loads"), "{} spills:\n{}", case.name, out.log);
-        assert!(!out.log.contains("serialized"), "{} serializes wgmma:\n{}", case.name, out.log);
+        assert!(
+            out.log
+                .contains(" 0 bytes spill stores, 0 bytes spill loads"),
+            "{} spills:\n{}",
+            case.name,
+            out.log
+        );
+        assert!(
+            !out.log.contains("serialized"),
+            "{} serializes wgmma:\n{}",
+            case.name,
+            out.log
+        );
     }
 }
 
 #[test]
 fn wgmma_gemm_matches_the_f64_reference() {
-    let Some(dev) = device_or_skip("wgmma_gemm_matches_the_f64_reference") else { return };
+    let Some(dev) = device_or_skip("wgmma_gemm_matches_the_f64_reference") else {
+        return;
+    };
     let stream = dev.new_stream().unwrap();
     let t = WgmmaGemm::new(dev.info().sm_count);
     let mut failures = Vec::new();
@@ -831,7 +1487,11 @@ fn wgmma_gemm_matches_the_f64_reference() {
         let started = Instant::now();
         let tc = case.sms.map_or(t, WgmmaGemm::new);
         match run_case(&dev, &stream, &tc, case, 0x5eed + i as u64) {
-            Ok((err, worst)) => eprintln!("PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})", case.name, started.elapsed()),
+            Ok((err, worst)) => eprintln!(
+                "PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})",
+                case.name,
+                started.elapsed()
+            ),
             Err(msg) => {
                 eprintln!("FAIL {:<48} {msg}", case.name);
                 failures.push(format!("{}: {msg}", case.name));
@@ -843,7 +1503,12 @@ fn wgmma_gemm_matches_the_f64_reference() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} case(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Mean time of `iters` runs of `f` on `stream`, in ms.
@@ -870,11 +1535,29 @@ fn bench_configs(m: u32, n: u32, k: u32) -> Vec<WgmmaConfig> {
     let pp128 = pp(cfg(128, 128, 2, 128, 6, 1, true, 8));
     let pp64 = pp(cfg(64, 256, 2, 256, 4, 1, true, 8));
     let pp64n = pp(cfg(64, 128, 2, 128, 6, 1, true, 8));
-    let mut v = vec![big.clone(), WgmmaConfig { cluster_m: 2, ..big.clone() }, c1.clone(), pp128.clone(), pp64.clone()];
+    let mut v = vec![
+        big.clone(),
+        WgmmaConfig {
+            cluster_m: 2,
+            ..big.clone()
+        },
+        c1.clone(),
+        pp128.clone(),
+        pp64.clone(),
+    ];
     if m >= 1024 && n >= 1024 {
-        v.push(WgmmaConfig { cluster_m: 2, ..pp128.clone() });
-        v.push(WgmmaConfig { cluster_m: 2, ..pp64.clone() });
-        v.push(WgmmaConfig { stages: 5, ..pp128.clone() });
+        v.push(WgmmaConfig {
+            cluster_m: 2,
+            ..pp128.clone()
+        });
+        v.push(WgmmaConfig {
+            cluster_m: 2,
+            ..pp64.clone()
+        });
+        v.push(WgmmaConfig {
+            stages: 5,
+            ..pp128.clone()
+        });
     }
     if m * n <= 1024 * 1024 || m <= 256 {
         // Too few tiles to fill the SMs: split K, smaller tiles.
@@ -892,7 +1575,10 @@ fn bench_configs(m: u32, n: u32, k: u32) -> Vec<WgmmaConfig> {
         v.push(sk(cfg(64, 64, 1, 64, 6, 1, true, 8), 2));
     }
     if k <= 1024 {
-        v.push(WgmmaConfig { stages: 5, ..pp128.clone() });
+        v.push(WgmmaConfig {
+            stages: 5,
+            ..pp128.clone()
+        });
         v.push(pp64n);
     }
     v.sort();
@@ -906,7 +1592,9 @@ fn bench_against_cublas() {
         eprintln!("SKIP bench_against_cublas: set RTX_WGMMA_BENCH=1 to time the wgmma kernels against cuBLAS");
         return;
     }
-    let Some(dev) = device_or_skip("bench_against_cublas") else { return };
+    let Some(dev) = device_or_skip("bench_against_cublas") else {
+        return;
+    };
     let stream = dev.new_stream().unwrap();
     let t = WgmmaGemm::new(dev.info().sm_count);
     let blas = Blas::new(&dev, &stream).ok();
@@ -930,7 +1618,10 @@ fn bench_against_cublas() {
     let mut rng = SmallRng::seed_from_u64(7);
     let mut summary = Vec::new();
     for (m, n, k, lb, dt) in shapes {
-        let shape = format!("{m}x{n}x{k} {}", if lb == Layout::Col { "NT" } else { "NN" });
+        let shape = format!(
+            "{m}x{n}x{k} {}",
+            if lb == Layout::Col { "NT" } else { "NN" }
+        );
         let label = format!("{dt} {shape}");
         if !filter.split(',').any(|f| label.contains(f)) {
             continue;
@@ -945,8 +1636,20 @@ fn bench_against_cublas() {
         let flops = p.flops();
         let mut cublas = None;
         if let Some(bl) = &blas {
-            let bdt = if dt == DType::Tf32 { BlasDtype::Tf32 } else { BlasDtype::Bf16 };
-            let mut g = BlasGemm::new(bdt, m as usize, n as usize, k as usize, da.ptr(), db.ptr(), dref.ptr());
+            let bdt = if dt == DType::Tf32 {
+                BlasDtype::Tf32
+            } else {
+                BlasDtype::Bf16
+            };
+            let mut g = BlasGemm::new(
+                bdt,
+                m as usize,
+                n as usize,
+                k as usize,
+                da.ptr(),
+                db.ptr(),
+                dref.ptr(),
+            );
             g.transb = lb == Layout::Col;
             g.ldb = p.ldb as usize;
             let ms = time_ms(&dev, &stream, 20, || bl.gemm(&g).unwrap());
@@ -977,11 +1680,22 @@ fn bench_against_cublas() {
                 None
             };
             let stb = WgmmaGemm::staging_bytes(&p) as usize;
-            let mut st = if stb > 0 { Some(dev.alloc(stb, &stream).unwrap()) } else { None };
+            let mut st = if stb > 0 {
+                Some(dev.alloc(stb, &stream).unwrap())
+            } else {
+                None
+            };
             let mut time_with = |tt: &WgmmaGemm| {
                 time_ms(&dev, &stream, 20, || {
-                    let mut bufs =
-                        WgmmaBuffers { a: &da, b: &db, c: &mut dc, bias: None, residual: None, workspace: ws.as_mut(), staging: st.as_mut() };
+                    let mut bufs = WgmmaBuffers {
+                        a: &da,
+                        b: &db,
+                        c: &mut dc,
+                        bias: None,
+                        residual: None,
+                        workspace: ws.as_mut(),
+                        staging: st.as_mut(),
+                    };
                     tt.enqueue(&f, &p, &c, &mut bufs, &stream).unwrap();
                 })
             };
@@ -992,7 +1706,12 @@ fn bench_against_cublas() {
                 for fewer in [4u32, 8, 16] {
                     let tt = WgmmaGemm::new(t.sm_count.saturating_sub(fewer));
                     let ms2 = time_with(&tt);
-                    eprintln!("{label}: {} with a {}-block persistent grid: {:.0} TF/s", c.tag(), tt.launch(&p, &c).grid[0], flops / ms2 / 1e9);
+                    eprintln!(
+                        "{label}: {} with a {}-block persistent grid: {:.0} TF/s",
+                        c.tag(),
+                        tt.launch(&p, &c).grid[0],
+                        flops / ms2 / 1e9
+                    );
                 }
             }
             let tflops = flops / ms / 1e9;
@@ -1006,19 +1725,26 @@ fn bench_against_cublas() {
                     agree.push_str(" MISMATCH");
                 }
             }
-            let ratio = cublas.map_or(String::new(), |cb| format!(" = {:.1}% of cuBLAS", 100.0 * tflops / cb));
+            let ratio = cublas.map_or(String::new(), |cb| {
+                format!(" = {:.1}% of cuBLAS", 100.0 * tflops / cb)
+            });
             eprintln!("{label}: {} {tflops:.0} TF/s{ratio}{agree}", c.tag());
             if !agree.contains("MISMATCH") && best.as_ref().is_none_or(|(b, _)| tflops > *b) {
                 best = Some((tflops, c.tag()));
             }
         }
         if let Some((tf, tag)) = best {
-            let ratio = cublas.map_or(String::new(), |cb| format!(" vs cuBLAS {cb:.0} TF/s = {:.1}%", 100.0 * tf / cb));
+            let ratio = cublas.map_or(String::new(), |cb| {
+                format!(" vs cuBLAS {cb:.0} TF/s = {:.1}%", 100.0 * tf / cb)
+            });
             summary.push(format!("BEST {label}: {tag} {tf:.0} TF/s{ratio}"));
         }
     }
     for line in &summary {
         eprintln!("{line}");
     }
-    assert!(!summary.is_empty() || !filter.is_empty(), "no shape produced a timing");
+    assert!(
+        !summary.is_empty() || !filter.is_empty(),
+        "no shape produced a timing"
+    );
 }

@@ -34,27 +34,32 @@
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use rtx_runtime::Device;
-use rtx_synthesis::aot::KernelCache;
-use rtx_synthesis::synth::{
-    parse_layouts, parse_mnk, ConfigFilter, select_family, tflops, GemmFamily, GemmFamilyKind, GemmGpuBackend,
-    GemmSpec, StrategyKind, Synth, TuneRequest,
-};
-use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_bench::anchors::MemOp;
 use rtx_bench::suites::memory::fused::ChainKind;
 use rtx_bench::suites::memory::row_ops::{LN_EPS, RMS_EPS};
+use rtx_runtime::Device;
+use rtx_synthesis::aot::KernelCache;
+use rtx_synthesis::synth::{
+    parse_layouts, parse_mnk, select_family, tflops, ConfigFilter, GemmFamily, GemmFamilyKind,
+    GemmGpuBackend, GemmSpec, StrategyKind, Synth, TuneRequest,
+};
 use rtx_synthesis::templates::elementwise::ElementwiseProblem;
+use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_synthesis::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use rtx_synthesis::templates::reduce::RowProblem;
-use rtx_synthesis::tuner::{gpu_lock, worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand};
+use rtx_synthesis::tuner::{
+    gpu_lock, worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand,
+};
 use rtx_synthesis::{Arch, DType};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser)]
-#[command(name = "rtx-tune", about = "Tune kernels for this machine's GPU and store the winners")]
+#[command(
+    name = "rtx-tune",
+    about = "Tune kernels for this machine's GPU and store the winners"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -208,7 +213,10 @@ fn with_gpu(f: impl FnOnce() -> Result<()>) -> i32 {
         eprintln!("no CUDA GPU: tuning needs one");
         return 2;
     }
-    let _lock = match Device::open(0).map_err(anyhow::Error::from).and_then(|d| Ok(gpu_lock::acquire(&d, |_| ())?)) {
+    let _lock = match Device::open(0)
+        .map_err(anyhow::Error::from)
+        .and_then(|d| Ok(gpu_lock::acquire(&d, |_| ())?))
+    {
         Ok(l) => l,
         Err(e) => {
             eprintln!("rtx-tune: {e:#}");
@@ -234,7 +242,9 @@ fn main() {
     // Logs go to stderr: a worker's stdout carries its protocol.
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
         .init();
     let cli = Cli::parse();
     if let Cmd::Gemm(a) = &cli.cmd {
@@ -328,10 +338,23 @@ fn gemm_input(args: &GemmArgs) -> Result<GemmInput> {
     let (layout_a, layout_b) = parse_layouts(&args.layout).map_err(anyhow::Error::msg)?;
     let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
     check_time_budget(args.time_budget_s)?;
-    let spec = GemmSpec { batch: args.batch, ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b) };
+    let spec = GemmSpec {
+        batch: args.batch,
+        ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b)
+    };
     let problem = spec.problem()?;
-    let filter = args.filter.as_deref().map(ConfigFilter::parse).transpose().map_err(anyhow::Error::msg)?;
-    Ok(GemmInput { spec, problem, strategy, filter })
+    let filter = args
+        .filter
+        .as_deref()
+        .map(ConfigFilter::parse)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    Ok(GemmInput {
+        spec,
+        problem,
+        strategy,
+        filter,
+    })
 }
 
 fn check_time_budget(s: f64) -> Result<()> {
@@ -342,7 +365,12 @@ fn check_time_budget(s: f64) -> Result<()> {
 }
 
 fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
-    let GemmInput { spec, problem, strategy, filter } = input;
+    let GemmInput {
+        spec,
+        problem,
+        strategy,
+        filter,
+    } = input;
     let (m, n, k, dtype) = (problem.m, problem.n, problem.k, problem.dtype);
     if args.record_fixture.is_some() && strategy != StrategyKind::Exhaustive {
         eprintln!("rtx-tune: warning: --record-fixture without --strategy exhaustive leaves unmeasured rows out of the fixture");
@@ -386,7 +414,11 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         synth.arch(),
         family.name(),
         strategy,
-        if args.isolate { ", isolated workers" } else { "" }
+        if args.isolate {
+            ", isolated workers"
+        } else {
+            ""
+        }
     );
 
     let bar = ProgressBar::new(0);
@@ -409,14 +441,22 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
             s.measured,
             s.failed,
             s.pruned,
-            s.best_us.map_or_else(|| "-".to_string(), |us| format!("{us:.1} us ({:.1} TFLOP/s)", tflops(&problem, us)))
+            s.best_us.map_or_else(
+                || "-".to_string(),
+                |us| format!("{us:.1} us ({:.1} TFLOP/s)", tflops(&problem, us))
+            )
         ));
     };
     if filter.is_some() && !args.no_store {
         println!("--where searches a slice of the space: its winner is not stored in the tuning database");
     }
     // --experimental sets the variable; it may also come from the environment.
-    if args.filter.as_deref().is_some_and(|f| f.contains("cluster_k")) && !WgmmaGemm::for_env(1).experimental {
+    if args
+        .filter
+        .as_deref()
+        .is_some_and(|f| f.contains("cluster_k"))
+        && !WgmmaGemm::for_env(1).experimental
+    {
         println!("note: cluster_k configs are experimental (kept out of the default space: slower than the rungs on the H200 so far): add --experimental to search them");
     }
     let req = TuneRequest {
@@ -447,8 +487,16 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         o.measured,
         o.failed,
         o.pruned,
-        if o.stopped_by_time { "; stopped by the time budget" } else { "" },
-        if o.stopped_by_fault { "; stopped by a device fault" } else { "" }
+        if o.stopped_by_time {
+            "; stopped by the time budget"
+        } else {
+            ""
+        },
+        if o.stopped_by_fault {
+            "; stopped by a device fault"
+        } else {
+            ""
+        }
     );
     if let Some(w) = &report.worker {
         println!("workers: {w:?}");
@@ -456,9 +504,19 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
     let best_us = report.best_us().context("the winner has no timing")?;
     let spread = o.best.final_stats().map_or(0.0, |s| s.rel_spread);
     println!("winner ({}): {}", report.template, o.best.config);
-    println!("  {:.1} us median (spread {:.1}%), {:.1} TFLOP/s", best_us, spread * 100.0, tflops(&problem, best_us));
+    println!(
+        "  {:.1} us median (spread {:.1}%), {:.1} TFLOP/s",
+        best_us,
+        spread * 100.0,
+        tflops(&problem, best_us)
+    );
     for (i, r) in o.ranked().iter().take(5).enumerate() {
-        println!("  #{} {} {}", i + 1, fmt_us(r.final_stats().map(|s| s.median_us)), r.config);
+        println!(
+            "  #{} {} {}",
+            i + 1,
+            fmt_us(r.final_stats().map(|s| s.median_us)),
+            r.config
+        );
     }
     match synth.time_cublas(&spec, &req.protocol) {
         Ok(c) => {
@@ -472,13 +530,19 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         }
         Err(e) => println!("cuBLAS: not measured ({e})"),
     }
-    println!("tuning took {:.1} s (compiles included; tuner's own clock {:.1} s)", tuning.as_secs_f64(), o.elapsed.as_secs_f64());
+    println!(
+        "tuning took {:.1} s (compiles included; tuner's own clock {:.1} s)",
+        tuning.as_secs_f64(),
+        o.elapsed.as_secs_f64()
+    );
     if report.stored {
         println!("stored in the tuning database");
     }
     if let Some(path) = &args.record_fixture {
         let table = report.replay_table(&info.name, Some(report.default_config.clone()));
-        table.save(path).with_context(|| format!("writing the fixture {}", path.display()))?;
+        table
+            .save(path)
+            .with_context(|| format!("writing the fixture {}", path.display()))?;
         println!("fixture: {} ({} rows)", path.display(), table.configs.len());
     }
     Ok(())
@@ -489,7 +553,10 @@ fn parse_rows_cols(s: &str) -> Result<(u32, u32)> {
     let (r, c) = s
         .split_once(['x', 'X'])
         .with_context(|| format!("shape `{s}`: expected ROWSxCOLS"))?;
-    Ok((r.trim().parse().with_context(|| format!("rows in `{s}`"))?, c.trim().parse().with_context(|| format!("cols in `{s}`"))?))
+    Ok((
+        r.trim().parse().with_context(|| format!("rows in `{s}`"))?,
+        c.trim().parse().with_context(|| format!("cols in `{s}`"))?,
+    ))
 }
 
 /// A memory-bound command's inputs, checked before any GPU is looked for.
@@ -505,11 +572,21 @@ fn mem_input(args: &MemArgs) -> Result<MemInput> {
     let dtype: DType = args.dtype.parse()?;
     let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
     check_time_budget(args.time_budget_s)?;
-    Ok(MemInput { rows, cols, dtype, strategy })
+    Ok(MemInput {
+        rows,
+        cols,
+        dtype,
+        strategy,
+    })
 }
 
 fn tune_memory(kind: MemOpKind, args: &MemArgs, input: MemInput) -> Result<()> {
-    let MemInput { rows, cols, dtype, strategy } = input;
+    let MemInput {
+        rows,
+        cols,
+        dtype,
+        strategy,
+    } = input;
     let device = Device::open(0).context("opening CUDA device 0")?;
     let info = device.info().clone();
     let synth = match &args.db {
@@ -549,18 +626,30 @@ fn tune_memory(kind: MemOpKind, args: &MemArgs, input: MemInput) -> Result<()> {
         MemOpKind::Row(op) => {
             let p = match op {
                 MemOp::Softmax => RowProblem::softmax(rows, cols, dtype),
-                MemOp::LayerNorm => RowProblem::layernorm(rows, cols, dtype, args.affine, args.affine, LN_EPS),
+                MemOp::LayerNorm => {
+                    RowProblem::layernorm(rows, cols, dtype, args.affine, args.affine, LN_EPS)
+                }
                 MemOp::RmsNorm => RowProblem::rmsnorm(rows, cols, dtype, args.affine, RMS_EPS),
                 MemOp::GeluAffine | MemOp::Chain8 => bail!("not a row op"),
             };
             let p = if args.residual { p.with_residual() } else { p };
-            println!("rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}", op.anchor_name(), info.name, synth.arch());
+            println!(
+                "rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}",
+                op.anchor_name(),
+                info.name,
+                synth.arch()
+            );
             synth.tune_rows(&p, &req)
         }
         MemOpKind::Chain(c) => {
             let g = c.graph(dtype).map_err(|e| anyhow::anyhow!(e.message))?;
             let p = ElementwiseProblem::new(g, rows, cols);
-            println!("rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}", c.name(), info.name, synth.arch());
+            println!(
+                "rtx-tune: {} {rows}x{cols} {dtype} on {} ({}), strategy {strategy:?}",
+                c.name(),
+                info.name,
+                synth.arch()
+            );
             synth.tune_elementwise(&p, &req)
         }
     };
@@ -577,14 +666,31 @@ fn tune_memory(kind: MemOpKind, args: &MemArgs, input: MemInput) -> Result<()> {
         o.measured,
         o.failed,
         o.pruned,
-        if o.stopped_by_time { "; stopped by the time budget" } else { "" }
+        if o.stopped_by_time {
+            "; stopped by the time budget"
+        } else {
+            ""
+        }
     );
     let best_us = report.best_us().context("the winner has no timing")?;
     let spread = o.best.final_stats().map_or(0.0, |s| s.rel_spread);
-    println!("winner ({} v{}): {}", report.template, report.template_version, o.best.config);
-    println!("  {:.1} us median (spread {:.1}%), {:.0} GB/s", best_us, spread * 100.0, report.gbps(best_us));
+    println!(
+        "winner ({} v{}): {}",
+        report.template, report.template_version, o.best.config
+    );
+    println!(
+        "  {:.1} us median (spread {:.1}%), {:.0} GB/s",
+        best_us,
+        spread * 100.0,
+        report.gbps(best_us)
+    );
     for (i, r) in o.ranked().iter().take(5).enumerate() {
-        println!("  #{} {} {}", i + 1, fmt_us(r.final_stats().map(|s| s.median_us)), r.config);
+        println!(
+            "  #{} {} {}",
+            i + 1,
+            fmt_us(r.final_stats().map(|s| s.median_us)),
+            r.config
+        );
     }
     match report.default_us {
         Some(d) => println!(
@@ -596,7 +702,10 @@ fn tune_memory(kind: MemOpKind, args: &MemArgs, input: MemInput) -> Result<()> {
         ),
         None => println!("default {}: not measured", report.default_config),
     }
-    println!("tuning took {:.1} s (compiles included)", tuning.as_secs_f64());
+    println!(
+        "tuning took {:.1} s (compiles included)",
+        tuning.as_secs_f64()
+    );
     if report.stored {
         println!("stored in the tuning database");
     }

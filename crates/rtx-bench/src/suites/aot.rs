@@ -171,7 +171,10 @@ impl Suite for AotSuite {
     }
     fn run(&self, ctx: &SuiteContext<'_>) -> Result<Vec<Case>, SuiteError> {
         if let Err(e) = Toolchain::get() {
-            return Ok(vec![host_not_available("nvrtc".into(), format!("NVRTC toolchain not usable: {e}"))]);
+            return Ok(vec![host_not_available(
+                "nvrtc".into(),
+                format!("NVRTC toolchain not usable: {e}"),
+            )]);
         }
         let mut out = Vec::new();
         if let Some(&first) = ctx.compile_archs.first() {
@@ -230,7 +233,11 @@ impl Suite for AotSuite {
             let _ = std::fs::remove_dir_all(&cache_dir);
         }
         if let Some(&arch) = ctx.compile_archs.first() {
-            out.extend(startup_cases(arch, ctx.quick, ctx.registry.max_per_template));
+            out.extend(startup_cases(
+                arch,
+                ctx.quick,
+                ctx.registry.max_per_template,
+            ));
         }
         Ok(out)
     }
@@ -242,12 +249,18 @@ impl Suite for AotSuite {
 /// exit code; `None` when the variable is unset (a normal run).
 pub fn startup_child() -> Option<i32> {
     let dir = std::env::var_os(STARTUP_CHILD_ENV)?;
-    let arch = std::env::var("RTX_BENCH_STARTUP_ARCH").ok().and_then(|a| a.parse::<Arch>().ok());
+    let arch = std::env::var("RTX_BENCH_STARTUP_ARCH")
+        .ok()
+        .and_then(|a| a.parse::<Arch>().ok());
     let Some(arch) = arch else {
-        eprintln!("rtx-bench start-up child: RTX_BENCH_STARTUP_ARCH is missing or not a known target");
+        eprintln!(
+            "rtx-bench start-up child: RTX_BENCH_STARTUP_ARCH is missing or not a known target"
+        );
         return Some(2);
     };
-    let max = std::env::var("RTX_BENCH_STARTUP_MAX").ok().and_then(|m| m.parse().ok());
+    let max = std::env::var("RTX_BENCH_STARTUP_MAX")
+        .ok()
+        .and_then(|m| m.parse().ok());
     let cache = match KernelCache::open(std::path::PathBuf::from(dir)) {
         Ok(c) => c,
         Err(e) => {
@@ -255,27 +268,48 @@ pub fn startup_child() -> Option<i32> {
             return Some(1);
         }
     };
-    let (cases, _) = all_cases(&[arch], &crate::registry::RegistryOptions { max_per_template: max, families: None });
+    let (cases, _) = all_cases(
+        &[arch],
+        &crate::registry::RegistryOptions {
+            max_per_template: max,
+            families: None,
+        },
+    );
     let items: Vec<_> = cases.into_iter().map(|(a, c)| (c.source, a)).collect();
     let before = aot::nvrtc_calls();
     let results = cache.get_or_compile_many(&items, None);
     let failed = results.iter().filter(|r| r.is_err()).count();
-    println!("kernels={} failed={failed} nvrtc_calls={}", items.len(), aot::nvrtc_calls() - before);
+    println!(
+        "kernels={} failed={failed} nvrtc_calls={}",
+        items.len(),
+        aot::nvrtc_calls() - before
+    );
     Some(0)
 }
 
 /// `kernels=.. failed=.. nvrtc_calls=..` of a child's output.
 fn child_counts(stdout: &str) -> Option<(u64, u64, u64)> {
     let line = stdout.lines().find(|l| l.starts_with("kernels="))?;
-    let get = |k: &str| line.split_whitespace().find_map(|w| w.strip_prefix(k)).and_then(|v| v.parse().ok());
+    let get = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k))
+            .and_then(|v| v.parse().ok())
+    };
     Some((get("kernels=")?, get("failed=")?, get("nvrtc_calls=")?))
 }
 
 /// The two start-up cases (empty, then warm cache) for `arch`, or one not-available case when
 /// this process is not the `rtx-bench` binary (e.g. a test harness) and cannot re-execute itself.
 fn startup_cases(arch: Arch, quick: bool, max_per_template: Option<usize>) -> Vec<Case> {
-    let names = ["process start, every kernel, empty cache", "process start, every kernel, warm cache"].map(|n| format!("{n} {arch}"));
-    let exe = std::env::current_exe().ok().filter(|e| e.file_name().is_some_and(|n| n.to_string_lossy().starts_with("rtx-bench")));
+    let names = [
+        "process start, every kernel, empty cache",
+        "process start, every kernel, warm cache",
+    ]
+    .map(|n| format!("{n} {arch}"));
+    let exe = std::env::current_exe().ok().filter(|e| {
+        e.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rtx-bench"))
+    });
     let Some(exe) = exe else {
         return vec![host_not_available(
             names[0].clone(),
@@ -288,16 +322,27 @@ fn startup_cases(arch: Arch, quick: bool, max_per_template: Option<usize>) -> Ve
     for name in names {
         let started = Instant::now();
         let mut cmd = std::process::Command::new(&exe);
-        cmd.env(STARTUP_CHILD_ENV, &dir).env("RTX_BENCH_STARTUP_ARCH", arch.sm_name());
+        cmd.env(STARTUP_CHILD_ENV, &dir)
+            .env("RTX_BENCH_STARTUP_ARCH", arch.sm_name());
         if let Some(m) = max_per_template {
             cmd.env("RTX_BENCH_STARTUP_MAX", m.to_string());
         }
         let result = cmd.output();
         let us = started.elapsed().as_secs_f64() * 1e6;
-        let counts = result.as_ref().ok().filter(|o| o.status.success()).and_then(|o| child_counts(&String::from_utf8_lossy(&o.stdout)));
+        let counts = result
+            .as_ref()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| child_counts(&String::from_utf8_lossy(&o.stdout)));
         match counts {
             Some((kernels, failed, nvrtc)) => {
-                let s = Summary { median_us: us, p20_us: us, p80_us: us, rel_spread: 0.0, samples: 1 };
+                let s = Summary {
+                    median_us: us,
+                    p20_us: us,
+                    p80_us: us,
+                    rel_spread: 0.0,
+                    samples: 1,
+                };
                 out.push(Case::measured(SuiteId::Aot, name, "-", Clock::Host, &s).with_note(format!(
                     "a new rtx-bench process gets {kernels} kernels for {arch} through the kernel cache ({failed} failed to compile, {nvrtc} NVRTC calls){}; host wall time including process start",
                     if quick { ", --quick registry" } else { "" }
@@ -305,7 +350,14 @@ fn startup_cases(arch: Arch, quick: bool, max_per_template: Option<usize>) -> Ve
             }
             None => {
                 let why = match &result {
-                    Ok(o) => format!("start-up child exited with {}: {}", o.status, String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")),
+                    Ok(o) => format!(
+                        "start-up child exited with {}: {}",
+                        o.status,
+                        String::from_utf8_lossy(&o.stderr)
+                            .lines()
+                            .last()
+                            .unwrap_or("")
+                    ),
                     Err(e) => format!("could not start {}: {e}", exe.display()),
                 };
                 out.push(Case::failed(SuiteId::Aot, name, "-", Clock::Host, why));
@@ -344,7 +396,10 @@ mod tests {
 
     #[test]
     fn child_counts_parse_and_reject_garbage() {
-        assert_eq!(child_counts("noise\nkernels=12 failed=1 nvrtc_calls=0\n"), Some((12, 1, 0)));
+        assert_eq!(
+            child_counts("noise\nkernels=12 failed=1 nvrtc_calls=0\n"),
+            Some((12, 1, 0))
+        );
         assert_eq!(child_counts("kernels=12 failed=x nvrtc_calls=0"), None);
         assert_eq!(child_counts(""), None);
     }

@@ -21,8 +21,8 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rtx_runtime::RuntimeError;
 use rtx_synthesis::templates::attention::{
-    attention_row_f64, AttentionBuffers, AttentionInputs, AttentionKernel, AttentionLaunchError, AttentionProblem,
-    AttentionTemplate,
+    attention_row_f64, AttentionBuffers, AttentionInputs, AttentionKernel, AttentionLaunchError,
+    AttentionProblem, AttentionTemplate,
 };
 use rtx_synthesis::templates::elementwise::{DeviceSlice, DeviceSliceMut, LaunchError};
 use rtx_synthesis::templates::Template;
@@ -32,7 +32,8 @@ use rtx_synthesis::{Arch, DType};
 pub const NOT_AVAILABLE: &str = "no attention template for this GPU (needs sm_80+ mma.sync)";
 
 /// `(batch, heads, seq, head_dim)` shapes, matching the anchors script.
-pub const SHAPES: [(u32, u32, u32, u32); 3] = [(8, 12, 512, 64), (4, 16, 2048, 128), (2, 16, 8192, 128)];
+pub const SHAPES: [(u32, u32, u32, u32); 3] =
+    [(8, 12, 512, 64), (4, 16, 2048, 128), (2, 16, 8192, 128)];
 
 /// Heads checked per case (the first, the last and random ones).
 pub const SAMPLE_HEADS: usize = 4;
@@ -86,13 +87,27 @@ impl AttnCase {
 
     /// The template problem (scale `1 / sqrt(head_dim)`, as SDPA's default).
     pub fn problem(&self) -> AttentionProblem {
-        AttentionProblem::new(self.batch, self.heads, self.seq, self.head_dim, self.causal, self.dtype)
+        AttentionProblem::new(
+            self.batch,
+            self.heads,
+            self.seq,
+            self.head_dim,
+            self.causal,
+            self.dtype,
+        )
     }
 
     /// A row carrying the case's work and anchor key (status set by the caller).
     fn decorate(&self, mut c: Case) -> Case {
         c = c.with_dtype(self.dtype.name());
-        c.anchor = attn_key(self.dtype, self.batch, self.heads, self.seq, self.head_dim, self.causal);
+        c.anchor = attn_key(
+            self.dtype,
+            self.batch,
+            self.heads,
+            self.seq,
+            self.head_dim,
+            self.causal,
+        );
         c
     }
 }
@@ -103,7 +118,14 @@ pub fn plan() -> Vec<AttnCase> {
     for dtype in [DType::F16, DType::Bf16] {
         for (batch, heads, seq, head_dim) in SHAPES {
             for causal in [false, true] {
-                v.push(AttnCase { dtype, batch, heads, seq, head_dim, causal });
+                v.push(AttnCase {
+                    dtype,
+                    batch,
+                    heads,
+                    seq,
+                    head_dim,
+                    causal,
+                });
             }
         }
     }
@@ -112,23 +134,36 @@ pub fn plan() -> Vec<AttnCase> {
 
 impl From<AttentionLaunchError> for CaseError {
     fn from(e: AttentionLaunchError) -> Self {
-        CaseError { sticky: e.is_sticky(), message: e.to_string() }
+        CaseError {
+            sticky: e.is_sticky(),
+            message: e.to_string(),
+        }
     }
 }
 
 fn runtime(e: AttentionLaunchError) -> RuntimeError {
     match e {
         AttentionLaunchError::Launch(LaunchError::Runtime(r)) => r,
-        other => RuntimeError::InvalidLaunch { reason: other.to_string() },
+        other => RuntimeError::InvalidLaunch {
+            reason: other.to_string(),
+        },
     }
 }
 
 /// `max |got - want| / max(|want|, rms(want))` over one row (`inf` for a non-finite result).
 pub fn row_error(got: &[f64], want: &[f64]) -> f64 {
-    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64).sqrt().max(1e-6);
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len().max(1) as f64)
+        .sqrt()
+        .max(1e-6);
     got.iter()
         .zip(want)
-        .map(|(g, w)| if g.is_finite() { (g - w).abs() / w.abs().max(rms) } else { f64::INFINITY })
+        .map(|(g, w)| {
+            if g.is_finite() {
+                (g - w).abs() / w.abs().max(rms)
+            } else {
+                f64::INFINITY
+            }
+        })
         .fold(0.0, f64::max)
 }
 
@@ -150,12 +185,24 @@ pub fn verify(
     while hs.len() < SAMPLE_HEADS.min(heads) {
         hs.push(rng.random_range(0..heads));
     }
-    let one = AttentionProblem { batch: 1, heads: 1, ..*p };
+    let one = AttentionProblem {
+        batch: 1,
+        heads: 1,
+        ..*p
+    };
     let mut worst = 0.0f64;
     for hh in hs {
-        let take = |m: &HostMatrix, rows: usize| -> Vec<f64> { (hh * rows * d..(hh + 1) * rows * d).map(|i| m.get(i)).collect() };
+        let take = |m: &HostMatrix, rows: usize| -> Vec<f64> {
+            (hh * rows * d..(hh + 1) * rows * d)
+                .map(|i| m.get(i))
+                .collect()
+        };
         let (qh, kh, vh) = (take(q, sq), take(k, sk), take(v, sk));
-        let inp = AttentionInputs { q: &qh, k: &kh, v: &vh };
+        let inp = AttentionInputs {
+            q: &qh,
+            k: &kh,
+            v: &vh,
+        };
         let mut rows = vec![0, sq - 1];
         while rows.len() < SAMPLE_ROWS.min(sq) {
             rows.push(rng.random_range(0..sq));
@@ -173,7 +220,11 @@ pub fn verify(
                 let (b, h) = (hh / p.heads as usize, hh % p.heads as usize);
                 return (
                     Verified::new(e, tol),
-                    Some(format!("row (b {b}, h {h}, i {i}): error {e:.3e}; got {:?}.. want {:?}..", &got[..3], &want[..3])),
+                    Some(format!(
+                        "row (b {b}, h {h}, i {i}): error {e:.3e}; got {:?}.. want {:?}..",
+                        &got[..3],
+                        &want[..3]
+                    )),
                 );
             }
         }
@@ -182,16 +233,24 @@ pub fn verify(
 }
 
 /// Builds, verifies and times one case (one row in the report).
-pub fn run(gpu: &Gpu, timer: &mut Timer<'_>, timing: &TimingConfig, ac: &AttnCase) -> Result<Case, CaseError> {
+pub fn run(
+    gpu: &Gpu,
+    timer: &mut Timer<'_>,
+    timing: &TimingConfig,
+    ac: &AttnCase,
+) -> Result<Case, CaseError> {
     let (name, shape) = (ac.name(), ac.shape());
     let p = ac.problem();
     let t = AttentionTemplate;
     let config = t.default_config(&p, gpu.arch);
-    t.check(&p, &config, gpu.arch).map_err(|e| CaseError::msg(format!("default config: {e}")))?;
+    t.check(&p, &config, gpu.arch)
+        .map_err(|e| CaseError::msg(format!("default config: {e}")))?;
     let kernel = AttentionKernel::build(&gpu.device, &p, &config)?;
     let nq = p.q_elems().unwrap_or(0) as usize;
     let nk = p.kv_elems().unwrap_or(0) as usize;
-    let mut rng = SmallRng::seed_from_u64(crate::env_info::now_unix() ^ (nq as u64).rotate_left(17) ^ ac.causal as u64);
+    let mut rng = SmallRng::seed_from_u64(
+        crate::env_info::now_unix() ^ (nq as u64).rotate_left(17) ^ ac.causal as u64,
+    );
     let (hq, hk, hv) = (
         HostMatrix::random(p.dtype, nq, &mut rng),
         HostMatrix::random(p.dtype, nk, &mut rng),
@@ -232,7 +291,13 @@ pub fn run(gpu: &Gpu, timer: &mut Timer<'_>, timing: &TimingConfig, ac: &AttnCas
     let s = timer.time(timing, |st, _| launch(st, &mut ob).map_err(runtime))?;
     let flops = attention_flops(ac.batch, ac.heads, ac.seq, ac.head_dim, ac.causal);
     let mut c = ac
-        .decorate(Case::measured(SuiteId::Attention, name, shape, Clock::Gpu, &s))
+        .decorate(Case::measured(
+            SuiteId::Attention,
+            name,
+            shape,
+            Clock::Gpu,
+            &s,
+        ))
         .with_work(Some(flops), Some(p.bytes_moved() as f64))
         .with_note(format!(
             "{} v{} default config {:?} on {}; checked {} rows x {} heads vs f64",
@@ -248,8 +313,19 @@ pub fn run(gpu: &Gpu, timer: &mut Timer<'_>, timing: &TimingConfig, ac: &AttnCas
 }
 
 fn not_available(ac: &AttnCase, reason: &str) -> Case {
-    let mut c = ac.decorate(Case::not_available(SuiteId::Attention, ac.name(), ac.shape(), reason));
-    c.flops = Some(attention_flops(ac.batch, ac.heads, ac.seq, ac.head_dim, ac.causal));
+    let mut c = ac.decorate(Case::not_available(
+        SuiteId::Attention,
+        ac.name(),
+        ac.shape(),
+        reason,
+    ));
+    c.flops = Some(attention_flops(
+        ac.batch,
+        ac.heads,
+        ac.seq,
+        ac.head_dim,
+        ac.causal,
+    ));
     c
 }
 
@@ -267,10 +343,19 @@ impl Suite for AttentionSuite {
         let cases = plan();
         let gpu = match ctx.gpu {
             Some(g) if has_template(g.arch) => g,
-            _ => return Ok(cases.iter().map(|ac| not_available(ac, NOT_AVAILABLE)).collect()),
+            _ => {
+                return Ok(cases
+                    .iter()
+                    .map(|ac| not_available(ac, NOT_AVAILABLE))
+                    .collect())
+            }
         };
         let mut out = Vec::new();
-        let fail = |reason: String, partial: Vec<Case>| SuiteError { suite: SuiteId::Attention, reason, partial };
+        let fail = |reason: String, partial: Vec<Case>| SuiteError {
+            suite: SuiteId::Attention,
+            reason,
+            partial,
+        };
         let mut timer = Timer::new(gpu).map_err(|e| fail(format!("timer: {e}"), Vec::new()))?;
         let bar = ctx.progress("attention", cases.len() as u64);
         for ac in &cases {
@@ -284,7 +369,13 @@ impl Suite for AttentionSuite {
                     bar.finish();
                     return Err(fail(format!("{what}: {}", e.message), out));
                 }
-                Err(e) => out.push(ac.decorate(Case::failed(SuiteId::Attention, what, ac.shape(), Clock::Gpu, e.message))),
+                Err(e) => out.push(ac.decorate(Case::failed(
+                    SuiteId::Attention,
+                    what,
+                    ac.shape(),
+                    Clock::Gpu,
+                    e.message,
+                ))),
             }
         }
         bar.finish();
@@ -305,11 +396,19 @@ mod tests {
     fn plan_covers_the_anchor_keys() {
         let p = plan();
         assert_eq!(p.len(), 12);
-        let keys: Vec<String> = p.iter().filter_map(|c| c.decorate(Case::not_available(SuiteId::Attention, "x", "-", "r")).anchor).collect();
+        let keys: Vec<String> = p
+            .iter()
+            .filter_map(|c| {
+                c.decorate(Case::not_available(SuiteId::Attention, "x", "-", "r"))
+                    .anchor
+            })
+            .collect();
         assert_eq!(keys.len(), 12);
         assert!(keys.contains(&"attn sdpa bfloat16 B4 H16 S2048 D128 causal".to_string()));
         assert!(p.iter().all(|c| c.problem().validate().is_ok()));
-        assert!(!has_template(Arch::Sm75) && has_template(Arch::Sm90a) && has_template(Arch::Sm120));
+        assert!(
+            !has_template(Arch::Sm75) && has_template(Arch::Sm90a) && has_template(Arch::Sm120)
+        );
         let na = not_available(&p[0], NOT_AVAILABLE);
         assert_eq!(na.flops, Some(attention_flops(8, 12, 512, 64, false)));
     }
@@ -318,7 +417,10 @@ mod tests {
     fn verify_accepts_the_reference_and_rejects_a_wrong_row() {
         let mut rng = SmallRng::seed_from_u64(5);
         let p = AttentionProblem::new(1, 2, 30, 64, true, DType::F32);
-        let p = AttentionProblem { dtype: DType::Bf16, ..p };
+        let p = AttentionProblem {
+            dtype: DType::Bf16,
+            ..p
+        };
         let n = p.q_elems().unwrap() as usize;
         let (q, k, v) = (
             HostMatrix::random(DType::F32, n, &mut rng),
@@ -327,7 +429,15 @@ mod tests {
         );
         let all = |m: &HostMatrix| (0..n).map(|i| m.get(i)).collect::<Vec<f64>>();
         let (qa, ka, va) = (all(&q), all(&k), all(&v));
-        let want = rtx_synthesis::templates::attention::attention_f64(&p, &AttentionInputs { q: &qa, k: &ka, v: &va }).unwrap();
+        let want = rtx_synthesis::templates::attention::attention_f64(
+            &p,
+            &AttentionInputs {
+                q: &qa,
+                k: &ka,
+                v: &va,
+            },
+        )
+        .unwrap();
         let mut o: Vec<f32> = want.iter().map(|&x| x as f32).collect();
         let (ver, bad) = verify(&p, &q, &k, &v, &HostMatrix::F32(o.clone()), &mut rng);
         assert!(ver.ok && bad.is_none(), "{ver:?} {bad:?}");

@@ -15,8 +15,8 @@ use crate::report::{Case, Clock};
 use crate::stats::Summary;
 use crate::suite_id::SuiteId;
 use rtx_synthesis::tuner::{
-    cost_model_for_table, replay, Budget, CostModel, Exhaustive, Guided, RandomSearch, ReplayResult, ReplayTable, Strategy,
-    TuneOptions,
+    cost_model_for_table, replay, Budget, CostModel, Exhaustive, Guided, RandomSearch,
+    ReplayResult, ReplayTable, Strategy, TuneOptions,
 };
 
 /// The recorded tables: (file name, JSON).
@@ -58,23 +58,54 @@ pub struct TuningSuite;
 
 /// `wgmma_bf16_nn_4096_4096_4096` for `fixture_wgmma_bf16_nn_4096_4096_4096.json`.
 fn table_label(file: &str) -> &str {
-    file.trim_start_matches("fixture_").trim_end_matches(".json")
+    file.trim_start_matches("fixture_")
+        .trim_end_matches(".json")
 }
 
-fn table_case(file: &str, table: &ReplayTable, name: &str, strategy: &mut dyn Strategy, model: Option<&dyn CostModel>) -> Case {
+fn table_case(
+    file: &str,
+    table: &ReplayTable,
+    name: &str,
+    strategy: &mut dyn Strategy,
+    model: Option<&dyn CostModel>,
+) -> Case {
     let batch = TuneOptions::default().compile_batch;
     let r = replay(table, strategy, batch, model);
     let label = table_label(file);
     let case_name = format!("tuner {name} {label}");
-    let found = r.best_found.and_then(|i| table.configs.get(i)).and_then(|row| row.median_us);
+    let found = r
+        .best_found
+        .and_then(|i| table.configs.get(i))
+        .and_then(|row| row.median_us);
     let Some(found) = found else {
-        return Case::failed(SuiteId::Tuning, case_name, label, Clock::Gpu, "the strategy measured no working config");
+        return Case::failed(
+            SuiteId::Tuning,
+            case_name,
+            label,
+            Clock::Gpu,
+            "the strategy measured no working config",
+        );
     };
-    let summary = Summary { median_us: found, p20_us: found, p80_us: found, rel_spread: 0.0, samples: r.measured };
-    let near = measurements_to_near_best(table, &r).map_or(format!("never within {:.0}% of the best", NEAR * 100.0), |n| {
-        format!("within {:.0}% of the best after {n} ({:.1}% of the space)", NEAR * 100.0, 100.0 * n as f64 / r.space.max(1) as f64)
-    });
-    let gap = r.gap(table).map_or("-".to_string(), |g| format!("{:.2}%", 100.0 * g));
+    let summary = Summary {
+        median_us: found,
+        p20_us: found,
+        p80_us: found,
+        rel_spread: 0.0,
+        samples: r.measured,
+    };
+    let near = measurements_to_near_best(table, &r).map_or(
+        format!("never within {:.0}% of the best", NEAR * 100.0),
+        |n| {
+            format!(
+                "within {:.0}% of the best after {n} ({:.1}% of the space)",
+                NEAR * 100.0,
+                100.0 * n as f64 / r.space.max(1) as f64
+            )
+        },
+    );
+    let gap = r
+        .gap(table)
+        .map_or("-".to_string(), |g| format!("{:.2}%", 100.0 * g));
     Case::measured(SuiteId::Tuning, case_name, label, Clock::Gpu, &summary).with_dtype("bf16").with_note(format!(
         "replayed over the timing table recorded on {} ({file}, {} configs); measured {} ({:.1}%), {near}, \
          ends {gap} behind the exhaustive best; median_us is the recorded time of the config it ends with (no GPU time in this run)",
@@ -108,14 +139,38 @@ pub fn replay_cases() -> Vec<Case> {
         let table = match parsed.and_then(|t| t.validate().map(|_| t)) {
             Ok(t) => t,
             Err(e) => {
-                out.push(Case::failed(SuiteId::Tuning, format!("tuner table {file}"), "-", Clock::Gpu, e));
+                out.push(Case::failed(
+                    SuiteId::Tuning,
+                    format!("tuner table {file}"),
+                    "-",
+                    Clock::Gpu,
+                    e,
+                ));
                 continue;
             }
         };
         let model = cost_model_for_table(&table);
-        out.push(table_case(file, &table, "exhaustive", &mut Exhaustive::new(), None));
-        out.push(table_case(file, &table, "random", &mut RandomSearch::new(0, Budget::Fraction(FRACTION)), None));
-        out.push(table_case(file, &table, "guided", &mut Guided::new(0, Budget::Fraction(FRACTION)), model.as_deref()));
+        out.push(table_case(
+            file,
+            &table,
+            "exhaustive",
+            &mut Exhaustive::new(),
+            None,
+        ));
+        out.push(table_case(
+            file,
+            &table,
+            "random",
+            &mut RandomSearch::new(0, Budget::Fraction(FRACTION)),
+            None,
+        ));
+        out.push(table_case(
+            file,
+            &table,
+            "guided",
+            &mut Guided::new(0, Budget::Fraction(FRACTION)),
+            model.as_deref(),
+        ));
     }
     out
 }
@@ -129,17 +184,38 @@ mod tests {
         let ctx_cases = replay_cases();
         assert_eq!(ctx_cases.len(), 3 * TABLES.len());
         for c in &ctx_cases {
-            eprintln!("{}: {:.1} us, {} measured; {}", c.name, c.median_us.unwrap_or(f64::NAN), c.samples, c.note.as_deref().unwrap_or(""));
+            eprintln!(
+                "{}: {:.1} us, {} measured; {}",
+                c.name,
+                c.median_us.unwrap_or(f64::NAN),
+                c.samples,
+                c.note.as_deref().unwrap_or("")
+            );
             assert!(c.is_measured(), "{}: {:?}", c.name, c.status);
-            assert!(c.note.as_deref().unwrap_or("").contains("replayed over the timing table"), "{}", c.name);
+            assert!(
+                c.note
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("replayed over the timing table"),
+                "{}",
+                c.name
+            );
         }
         for chunk in ctx_cases.chunks(3) {
             let (ex, guided) = (&chunk[0], &chunk[2]);
-            assert!(ex.note.as_deref().unwrap().contains("ends 0.00% behind"), "{:?}", ex.note);
+            assert!(
+                ex.note.as_deref().unwrap().contains("ends 0.00% behind"),
+                "{:?}",
+                ex.note
+            );
             // Guided spends at most 15% of the space; exhaustive spends all of it.
-            assert!(guided.samples < ex.samples, "{} vs {}", guided.samples, ex.samples);
+            assert!(
+                guided.samples < ex.samples,
+                "{} vs {}",
+                guided.samples,
+                ex.samples
+            );
             assert!(guided.median_us.unwrap() >= ex.median_us.unwrap());
         }
     }
 }
-

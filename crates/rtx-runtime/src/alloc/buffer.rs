@@ -132,11 +132,20 @@ impl DeviceBuffer {
 
     /// Sets `len` bytes from `offset` to `byte` on `stream` (asynchronous); a range past the end
     /// of the buffer is refused with a typed error naming it.
-    pub fn fill_range_u8(&mut self, offset: usize, len: usize, byte: u8, stream: &Stream) -> Result<(), RuntimeError> {
+    pub fn fill_range_u8(
+        &mut self,
+        offset: usize,
+        len: usize,
+        byte: u8,
+        stream: &Stream,
+    ) -> Result<(), RuntimeError> {
         if offset.checked_add(len).is_none_or(|end| end > self.len()) {
             return Err(RuntimeError::InvalidArgument {
                 op: "DeviceBuffer::fill_range_u8",
-                reason: format!("range {offset}..{offset}+{len} is outside a buffer of {} bytes", self.len()),
+                reason: format!(
+                    "range {offset}..{offset}+{len} is outside a buffer of {} bytes",
+                    self.len()
+                ),
             });
         }
         self.same_device(stream, "DeviceBuffer::fill_range_u8")?;

@@ -58,7 +58,8 @@ pub const OPS_FORMAT_VERSION: u32 = 1;
 /// The op kinds a manifest may name.
 pub const KNOWN_OPS: [&str; 3] = ["gemm", "elementwise", "reduce"];
 /// The elementwise presets a manifest may name.
-pub const ELEMENTWISE_PRESETS: [&str; 4] = ["bias_gelu_erf", "bias_gelu_tanh", "silu_gate", "chain8"];
+pub const ELEMENTWISE_PRESETS: [&str; 4] =
+    ["bias_gelu_erf", "bias_gelu_tanh", "silu_gate", "chain8"];
 /// The row reductions a manifest may name.
 pub const REDUCE_KINDS: [&str; 3] = ["softmax", "layernorm", "rmsnorm"];
 
@@ -228,14 +229,36 @@ impl OpSpec {
     /// A short label for progress and error messages.
     pub fn label(&self) -> String {
         match self {
-            OpSpec::Gemm { m, n, k, dtype, layout, batch } => {
-                let b = if *batch > 1 { format!(" x{batch}") } else { String::new() };
+            OpSpec::Gemm {
+                m,
+                n,
+                k,
+                dtype,
+                layout,
+                batch,
+            } => {
+                let b = if *batch > 1 {
+                    format!(" x{batch}")
+                } else {
+                    String::new()
+                };
                 format!("gemm {m}x{n}x{k} {dtype} {layout}{b}")
             }
-            OpSpec::Elementwise { preset, dtype, rows, cols } => {
+            OpSpec::Elementwise {
+                preset,
+                dtype,
+                rows,
+                cols,
+            } => {
                 format!("elementwise {preset} {dtype} {rows}x{cols}")
             }
-            OpSpec::Reduce { kind, dtype, rows, cols, .. } => format!("reduce {kind} {dtype} {rows}x{cols}"),
+            OpSpec::Reduce {
+                kind,
+                dtype,
+                rows,
+                cols,
+                ..
+            } => format!("reduce {kind} {dtype} {rows}x{cols}"),
         }
     }
 
@@ -289,16 +312,21 @@ impl OpsManifest {
                 return Err(CodegenError::UnknownOp {
                     path: path.to_path_buf(),
                     index,
-                    op: if name.is_empty() { format!("{:?}", op.get("op")) } else { name.into() },
+                    op: if name.is_empty() {
+                        format!("{:?}", op.get("op"))
+                    } else {
+                        name.into()
+                    },
                     known: KNOWN_OPS.join(", "),
                 });
             }
-            let spec: OpSpec = serde_json::from_value(op.clone()).map_err(|e| CodegenError::BadOp {
-                path: path.to_path_buf(),
-                index,
-                op: name.into(),
-                reason: e.to_string(),
-            })?;
+            let spec: OpSpec =
+                serde_json::from_value(op.clone()).map_err(|e| CodegenError::BadOp {
+                    path: path.to_path_buf(),
+                    index,
+                    op: name.into(),
+                    reason: e.to_string(),
+                })?;
             out.push(spec);
         }
         Ok(OpsManifest {
@@ -313,7 +341,9 @@ impl OpsManifest {
 pub fn parse_archs(s: &str) -> Result<Vec<Arch>, CodegenError> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let a: Arch = part.parse().map_err(|_| CodegenError::BadArch(part.to_string()))?;
+        let a: Arch = part
+            .parse()
+            .map_err(|_| CodegenError::BadArch(part.to_string()))?;
         if !out.contains(&a) {
             out.push(a);
         }
@@ -370,7 +400,11 @@ pub struct CodegenPlan {
 }
 
 impl CodegenPlan {
-    fn push(&mut self, k: PlannedKernel, seen: &mut HashMap<(String, Arch), (String, String)>) -> Result<(), CodegenError> {
+    fn push(
+        &mut self,
+        k: PlannedKernel,
+        seen: &mut HashMap<(String, Arch), (String, String)>,
+    ) -> Result<(), CodegenError> {
         let fp = k.source.fingerprint().to_hex().to_string();
         match seen.get(&(k.source.entry.clone(), k.arch)) {
             Some((other_fp, _)) if *other_fp == fp => Ok(()), // the same kernel, needed twice
@@ -412,7 +446,10 @@ fn gemm_family(p: &GemmProblem, arch: Arch) -> Result<GemmFamilyKind, String> {
             Err(r) => reasons.push(format!("{}: {r}", kind.name())),
         }
     }
-    Err(format!("no GEMM template for {arch}: {}", reasons.join("; ")))
+    Err(format!(
+        "no GEMM template for {arch}: {}",
+        reasons.join("; ")
+    ))
 }
 
 /// Devices the database holds entries from for `arch`.
@@ -440,7 +477,9 @@ where
 {
     let mut out = vec![PlannedKernel {
         label: label.to_string(),
-        source: t.emit(p, &t.default_config(p, arch), arch).map_err(|v| v.to_string())?,
+        source: t
+            .emit(p, &t.default_config(p, arch), arch)
+            .map_err(|v| v.to_string())?,
         arch,
         origin: Origin::Default,
     }];
@@ -452,12 +491,18 @@ where
             if found.source == LookupSource::Default {
                 continue;
             }
-            for (rank, c) in std::iter::once(found.config).chain(found.fallbacks).enumerate() {
+            for (rank, c) in std::iter::once(found.config)
+                .chain(found.fallbacks)
+                .enumerate()
+            {
                 out.push(PlannedKernel {
                     label: label.to_string(),
                     source: t.emit(p, &c, arch).map_err(|v| v.to_string())?,
                     arch,
-                    origin: Origin::Tuned { device: device.name.clone(), rank },
+                    origin: Origin::Tuned {
+                        device: device.name.clone(),
+                        rank,
+                    },
                 });
             }
         }
@@ -466,20 +511,38 @@ where
 }
 
 /// The kernels one manifest op needs on `arch`.
-pub fn op_kernels(op: &OpSpec, arch: Arch, db: Option<&TuningDb>) -> Result<Vec<PlannedKernel>, String> {
+pub fn op_kernels(
+    op: &OpSpec,
+    arch: Arch,
+    db: Option<&TuningDb>,
+) -> Result<Vec<PlannedKernel>, String> {
     let label = op.label();
     match op {
-        OpSpec::Gemm { m, n, k, dtype, layout, batch } => {
+        OpSpec::Gemm {
+            m,
+            n,
+            k,
+            dtype,
+            layout,
+            batch,
+        } => {
             let (la, lb) = layouts_of(layout)?;
             let p = GemmProblem::new(*m, *n, *k, dtype_of(dtype)?, la, lb).batched((*batch).max(1));
             p.validate().map_err(|e| e.to_string())?;
             match gemm_family(&p, arch)? {
-                GemmFamilyKind::Wgmma => template_kernels(&WgmmaGemm::default(), &p, arch, &label, db),
+                GemmFamilyKind::Wgmma => {
+                    template_kernels(&WgmmaGemm::default(), &p, arch, &label, db)
+                }
                 GemmFamilyKind::Mma => template_kernels(&MmaGemm, &p, arch, &label, db),
                 GemmFamilyKind::Simt => template_kernels(&SimtGemm, &p, arch, &label, db),
             }
         }
-        OpSpec::Elementwise { preset, dtype, rows, cols } => {
+        OpSpec::Elementwise {
+            preset,
+            dtype,
+            rows,
+            cols,
+        } => {
             let dt = dtype_of(dtype)?;
             let graph = match preset.as_str() {
                 "bias_gelu_erf" => presets::bias_gelu(dt, GeluForm::Erf),
@@ -497,24 +560,52 @@ pub fn op_kernels(op: &OpSpec, arch: Arch, db: Option<&TuningDb>) -> Result<Vec<
             let p = ElementwiseProblem::new(graph, *rows, *cols);
             p.validate().map_err(|e| e.to_string())?;
             let t = ElementwiseTemplate;
-            let src = t.emit(&p, &t.default_config(&p, arch), arch).map_err(|v| v.to_string())?;
-            Ok(vec![PlannedKernel { label, source: src, arch, origin: Origin::Default }])
+            let src = t
+                .emit(&p, &t.default_config(&p, arch), arch)
+                .map_err(|v| v.to_string())?;
+            Ok(vec![PlannedKernel {
+                label,
+                source: src,
+                arch,
+                origin: Origin::Default,
+            }])
         }
-        OpSpec::Reduce { kind, dtype, rows, cols, eps, weight, bias, residual } => {
+        OpSpec::Reduce {
+            kind,
+            dtype,
+            rows,
+            cols,
+            eps,
+            weight,
+            bias,
+            residual,
+        } => {
             let dt = dtype_of(dtype)?;
             let mut p = match kind.as_str() {
                 "softmax" => RowProblem::softmax(*rows, *cols, dt),
                 "layernorm" => RowProblem::layernorm(*rows, *cols, dt, *weight, *bias, *eps),
                 "rmsnorm" => RowProblem::rmsnorm(*rows, *cols, dt, *weight, *eps),
-                other => return Err(format!("unknown kind `{other}` (known: {})", REDUCE_KINDS.join(", "))),
+                other => {
+                    return Err(format!(
+                        "unknown kind `{other}` (known: {})",
+                        REDUCE_KINDS.join(", ")
+                    ))
+                }
             };
             if *residual {
                 p = p.with_residual();
             }
             p.validate().map_err(|e| e.to_string())?;
             let t = RowReduceTemplate;
-            let src = t.emit(&p, &t.default_config(&p, arch), arch).map_err(|v| v.to_string())?;
-            Ok(vec![PlannedKernel { label, source: src, arch, origin: Origin::Default }])
+            let src = t
+                .emit(&p, &t.default_config(&p, arch), arch)
+                .map_err(|v| v.to_string())?;
+            Ok(vec![PlannedKernel {
+                label,
+                source: src,
+                arch,
+                origin: Origin::Default,
+            }])
         }
     }
 }
@@ -527,7 +618,12 @@ pub fn gemm_problem_from_key(e: &DbEntry) -> Option<GemmProblem> {
     if s.op != "gemm" || s.shape.len() != 4 || s.dtypes.len() != 3 || s.layouts.len() < 2 {
         return None;
     }
-    let attr = |k: &str| s.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let attr = |k: &str| {
+        s.attrs
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
     if attr("alpha_one") == Some("false") || attr("beta_zero") == Some("false") {
         return None;
     }
@@ -537,8 +633,15 @@ pub fn gemm_problem_from_key(e: &DbEntry) -> Option<GemmProblem> {
         _ => None,
     };
     let dim = |i: usize| u32::try_from(s.shape[i]).ok();
-    let mut p = GemmProblem::new(dim(0)?, dim(1)?, dim(2)?, s.dtypes[0], lay(&s.layouts[0])?, lay(&s.layouts[1])?)
-        .batched(dim(3)?.max(1));
+    let mut p = GemmProblem::new(
+        dim(0)?,
+        dim(1)?,
+        dim(2)?,
+        s.dtypes[0],
+        lay(&s.layouts[0])?,
+        lay(&s.layouts[1])?,
+    )
+    .batched(dim(3)?.max(1));
     p.epilogue.out_dtype = s.dtypes[2];
     p.epilogue.bias = attr("bias") == Some("true");
     p.epilogue.residual = attr("residual") == Some("true");
@@ -574,7 +677,10 @@ fn entry_kernels<T: Template<Problem = GemmProblem>>(
     for (rank, s) in std::iter::once(&e.winner).chain(&e.runners_up).enumerate() {
         let what = format!("{label} config #{rank}");
         let Ok(c) = serde_json::from_value::<T::Config>(s.config.clone()) else {
-            plan.skipped.push(Skipped { what, reason: "stored config does not parse for this template version".into() });
+            plan.skipped.push(Skipped {
+                what,
+                reason: "stored config does not parse for this template version".into(),
+            });
             continue;
         };
         match t.emit(p, &c, arch) {
@@ -592,7 +698,12 @@ fn entry_kernels<T: Template<Problem = GemmProblem>>(
         }
     }
     if let Ok(src) = t.emit(p, &t.default_config(p, arch), arch) {
-        out.push(PlannedKernel { label, source: src, arch, origin: Origin::Default });
+        out.push(PlannedKernel {
+            label,
+            source: src,
+            arch,
+            origin: Origin::Default,
+        });
     }
     out
 }
@@ -634,9 +745,13 @@ pub fn plan(
                 continue;
             };
             let ks = match e.key.template.as_str() {
-                crate::templates::gemm::wgmma::NAME => entry_kernels(&WgmmaGemm::default(), &p, e, &mut plan),
+                crate::templates::gemm::wgmma::NAME => {
+                    entry_kernels(&WgmmaGemm::default(), &p, e, &mut plan)
+                }
                 crate::templates::gemm::mma::MMA_NAME => entry_kernels(&MmaGemm, &p, e, &mut plan),
-                crate::templates::gemm::simt::SIMT_NAME => entry_kernels(&SimtGemm, &p, e, &mut plan),
+                crate::templates::gemm::simt::SIMT_NAME => {
+                    entry_kernels(&SimtGemm, &p, e, &mut plan)
+                }
                 other => {
                     plan.skipped.push(Skipped {
                         what: format!("db {}", e.key),
@@ -651,7 +766,11 @@ pub fn plan(
         }
     }
     if plan.kernels.is_empty() {
-        let archs_s = archs.iter().map(|a| a.sm_name()).collect::<Vec<_>>().join(",");
+        let archs_s = archs
+            .iter()
+            .map(|a| a.sm_name())
+            .collect::<Vec<_>>()
+            .join(",");
         let why = match (ops, db) {
             (Some(_), _) => "the manifest has no ops".to_string(),
             (None, Some(db)) => format!(
@@ -662,7 +781,10 @@ pub fn plan(
             ),
             (None, None) => "no manifest and no tuning database".into(),
         };
-        return Err(CodegenError::NothingToBuild { archs: archs_s, why });
+        return Err(CodegenError::NothingToBuild {
+            archs: archs_s,
+            why,
+        });
     }
     Ok(plan)
 }
@@ -702,8 +824,10 @@ pub fn build(
 ) -> Result<BuildReport, CodegenError> {
     let total = plan.kernels.len();
     let done = AtomicUsize::new(0);
-    let results: Vec<Result<Compiled, CompileError>> =
-        map_bounded(&plan.kernels, jobs.unwrap_or_else(super::parallel::default_jobs), |k| {
+    let results: Vec<Result<Compiled, CompileError>> = map_bounded(
+        &plan.kernels,
+        jobs.unwrap_or_else(super::parallel::default_jobs),
+        |k| {
             let r = compile(&k.source, k.arch);
             progress(CompileProgress {
                 done: done.fetch_add(1, Ordering::SeqCst) + 1,
@@ -712,7 +836,8 @@ pub fn build(
                 compile_time: r.as_ref().ok().map(|c| c.compile_time),
             });
             r
-        });
+        },
+    );
     let mut failures = Vec::new();
     let mut ok = Vec::with_capacity(total);
     for (k, r) in plan.kernels.iter().zip(results) {
@@ -759,7 +884,9 @@ pub fn check(plan: &CodegenPlan, dir: &Path) -> Result<CheckReport, CodegenError
     for k in &plan.kernels {
         let fp = k.source.fingerprint().to_hex().to_string();
         if b.get_source(&k.source, k.arch).is_none() {
-            report.missing.push((k.label.clone(), k.source.entry.clone(), k.arch));
+            report
+                .missing
+                .push((k.label.clone(), k.source.entry.clone(), k.arch));
         }
         needed.insert((fp, k.arch));
     }
@@ -781,7 +908,10 @@ mod tests {
 
     #[test]
     fn archs_parse_and_bad_ones_are_named() {
-        assert_eq!(parse_archs("sm_90a, sm_120,sm_90a").unwrap(), vec![Arch::Sm90a, Arch::Sm120]);
+        assert_eq!(
+            parse_archs("sm_90a, sm_120,sm_90a").unwrap(),
+            vec![Arch::Sm90a, Arch::Sm120]
+        );
         match parse_archs("sm_90a,sm_99") {
             Err(CodegenError::BadArch(a)) => assert_eq!(a, "sm_99"),
             other => panic!("{other:?}"),
@@ -803,13 +933,27 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse(&ok.replace("\"m\":256,", "")) {
-            Err(e @ CodegenError::BadOp { index: 0, .. }) => assert!(e.to_string().contains("`m`"), "{e}"),
+            Err(e @ CodegenError::BadOp { index: 0, .. }) => {
+                assert!(e.to_string().contains("`m`"), "{e}")
+            }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(parse(&ok.replace("\"k\":256", "\"k\":256,\"tile\":4")), Err(CodegenError::BadOp { .. })));
-        assert!(matches!(parse(&ok.replace("\"version\":1", "\"version\":2")), Err(CodegenError::ManifestFormat { .. })));
-        assert!(matches!(parse(&ok.replace("rtx-ops", "other")), Err(CodegenError::ManifestFormat { .. })));
-        assert!(matches!(parse("{not json"), Err(CodegenError::ManifestFormat { .. })));
+        assert!(matches!(
+            parse(&ok.replace("\"k\":256", "\"k\":256,\"tile\":4")),
+            Err(CodegenError::BadOp { .. })
+        ));
+        assert!(matches!(
+            parse(&ok.replace("\"version\":1", "\"version\":2")),
+            Err(CodegenError::ManifestFormat { .. })
+        ));
+        assert!(matches!(
+            parse(&ok.replace("rtx-ops", "other")),
+            Err(CodegenError::ManifestFormat { .. })
+        ));
+        assert!(matches!(
+            parse("{not json"),
+            Err(CodegenError::ManifestFormat { .. })
+        ));
         assert!(matches!(
             OpsManifest::read(Path::new("/nonexistent/ops.json")),
             Err(CodegenError::ManifestIo { .. })
@@ -825,18 +969,35 @@ mod tests {
             {"op":"reduce","kind":"rmsnorm","dtype":"bf16","rows":64,"cols":4096}]}"#,
         )
         .unwrap();
-        let p = plan(&[Arch::Sm90a, Arch::Sm120], Some((&m, Path::new("m.json"))), None).unwrap();
-        assert_eq!(p.kernels.len(), 4, "the repeated GEMM is planned once per arch");
+        let p = plan(
+            &[Arch::Sm90a, Arch::Sm120],
+            Some((&m, Path::new("m.json"))),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            p.kernels.len(),
+            4,
+            "the repeated GEMM is planned once per arch"
+        );
         let gemm90 = &p.kernels[0];
-        assert_eq!((gemm90.arch, gemm90.source.template.as_str()), (Arch::Sm90a, "gemm_wgmma"));
-        assert_eq!(p.kernels[1].source.template, "gemm_mma", "no wgmma on sm_120");
+        assert_eq!(
+            (gemm90.arch, gemm90.source.template.as_str()),
+            (Arch::Sm90a, "gemm_wgmma")
+        );
+        assert_eq!(
+            p.kernels[1].source.template, "gemm_mma",
+            "no wgmma on sm_120"
+        );
         let bad = parse(
             r#"{"format":"rtx-ops","version":1,"ops":[
             {"op":"elementwise","preset":"nope","dtype":"bf16","rows":1,"cols":1}]}"#,
         )
         .unwrap();
         match plan(&[Arch::Sm90a], Some((&bad, Path::new("m.json"))), None) {
-            Err(e @ CodegenError::BadOp { index: 0, .. }) => assert!(e.to_string().contains("unknown preset `nope`"), "{e}"),
+            Err(e @ CodegenError::BadOp { index: 0, .. }) => {
+                assert!(e.to_string().contains("unknown preset `nope`"), "{e}")
+            }
             other => panic!("{other:?}"),
         }
         let empty = parse(r#"{"format":"rtx-ops","version":1,"ops":[]}"#).unwrap();
@@ -854,11 +1015,22 @@ mod tests {
         p.epilogue.bias = true;
         p.epilogue.activation = Activation::GeluTanh;
         let t = MmaGemm;
-        let key = TuneKey::new(&t, &p, Arch::Sm120, &DeviceKey::new("dev", (12, 0), (13, 0))).unwrap();
+        let key = TuneKey::new(
+            &t,
+            &p,
+            Arch::Sm120,
+            &DeviceKey::new("dev", (12, 0), (13, 0)),
+        )
+        .unwrap();
         let c = t.default_config(&p, Arch::Sm120);
         let stored = StoredConfig {
             config: serde_json::to_value(c).unwrap(),
-            fingerprint: t.emit(&p, &c, Arch::Sm120).unwrap().fingerprint().to_hex().to_string(),
+            fingerprint: t
+                .emit(&p, &c, Arch::Sm120)
+                .unwrap()
+                .fingerprint()
+                .to_hex()
+                .to_string(),
             stats: TimingStats {
                 median_us: 1.0,
                 p20_us: 1.0,
@@ -871,7 +1043,10 @@ mod tests {
         let e = DbEntry {
             key,
             winner: stored.clone(),
-            runners_up: vec![StoredConfig { fingerprint: "0".repeat(64), ..stored }],
+            runners_up: vec![StoredConfig {
+                fingerprint: "0".repeat(64),
+                ..stored
+            }],
             meta: EntryMeta {
                 created_unix_s: 0,
                 strategy: "t".into(),
@@ -884,8 +1059,16 @@ mod tests {
         assert_eq!(gemm_problem_from_key(&e), Some(p));
         let mut plan = CodegenPlan::default();
         let ks = entry_kernels(&t, &p, &e, &mut plan);
-        assert_eq!(ks.len(), 2, "winner + default (the same source, deduplicated later)");
-        assert_eq!(plan.skipped.len(), 1, "the runner-up with a stale fingerprint is skipped");
+        assert_eq!(
+            ks.len(),
+            2,
+            "winner + default (the same source, deduplicated later)"
+        );
+        assert_eq!(
+            plan.skipped.len(),
+            1,
+            "the runner-up with a stale fingerprint is skipped"
+        );
         assert!(plan.skipped[0].reason.contains("fingerprint"));
     }
 }

@@ -289,7 +289,9 @@ extern "C" __global__ void saxpy_f16(const __half* x, __half* y, float a, int n)
         let again = compile(&saxpy(), Arch::Sm90a).unwrap();
         assert_eq!(first.cubin, again.cubin);
         for c in [&first, &again] {
-            let r = c.ptxas_report("saxpy_f16").unwrap_or_else(|e| panic!("{e}"));
+            let r = c
+                .ptxas_report("saxpy_f16")
+                .unwrap_or_else(|e| panic!("{e}"));
             assert!(r.registers > 0);
             assert_eq!(r.source, crate::aot::ResourceSource::PtxasLog);
         }

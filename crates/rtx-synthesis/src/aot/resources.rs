@@ -123,7 +123,9 @@ impl ResourceReport {
             function: u.function.clone(),
             arch: u.arch,
             registers: u.registers,
-            local_bytes: u.stack_frame_bytes.max(u.cumulative_stack_bytes.unwrap_or(0)),
+            local_bytes: u
+                .stack_frame_bytes
+                .max(u.cumulative_stack_bytes.unwrap_or(0)),
             spill_bytes: Some((u.spill_store_bytes, u.spill_load_bytes)),
             shared_bytes: u.shared_bytes,
             max_threads_per_block: None,
@@ -133,11 +135,7 @@ impl ResourceReport {
 
     /// The report of the kernel `function` (compiled for `arch`) from the driver's attributes
     /// of the loaded kernel (`rtx_runtime::Function::attributes`).
-    pub fn from_driver(
-        function: &str,
-        arch: Arch,
-        a: &rtx_runtime::FunctionAttributes,
-    ) -> Self {
+    pub fn from_driver(function: &str, arch: Arch, a: &rtx_runtime::FunctionAttributes) -> Self {
         ResourceReport {
             function: function.to_string(),
             arch,
@@ -434,7 +432,10 @@ ptxas info    : Used 10 registers, used 0 barriers, 12 bytes frobnicators, 64 by
         let u = &parse_ptxas_log(SM90A_SPILL_LOG, Arch::Sm90a)[0];
         let p = ResourceReport::from_ptxas(u);
         assert_eq!(p.source, ResourceSource::PtxasLog);
-        assert_eq!((p.registers, p.local_bytes, p.spills()), (32, 1056, Some(true)));
+        assert_eq!(
+            (p.registers, p.local_bytes, p.spills()),
+            (32, 1056, Some(true))
+        );
         let a = rtx_runtime::FunctionAttributes {
             num_regs: 32,
             static_smem_bytes: 0,
@@ -448,12 +449,19 @@ ptxas info    : Used 10 registers, used 0 barriers, 12 bytes frobnicators, 64 by
         let d = ResourceReport::from_driver("spiller", Arch::Sm90a, &a);
         assert_eq!(d.source, ResourceSource::DriverAttributes);
         assert_eq!((d.registers, d.local_bytes, d.shared_bytes), (32, 1056, 0));
-        assert_eq!(d.spills(), None, "local memory from the driver may be a local array");
+        assert_eq!(
+            d.spills(),
+            None,
+            "local memory from the driver may be a local array"
+        );
         assert!(d.uses_local_memory());
         let clean = ResourceReport::from_driver(
             "k",
             Arch::Sm90a,
-            &rtx_runtime::FunctionAttributes { local_bytes: 0, ..a },
+            &rtx_runtime::FunctionAttributes {
+                local_bytes: 0,
+                ..a
+            },
         );
         assert_eq!(clean.spills(), Some(false));
         assert_eq!(

@@ -94,7 +94,10 @@ pub fn nvrtc_or_skip(test: &str) -> bool {
         Ok(_) => true,
         Err(e) => {
             eprintln!("SKIP {test}: {e}");
-            assert!(std::env::var_os("RTX_REQUIRE_NVRTC").is_none(), "RTX_REQUIRE_NVRTC is set but: {e}");
+            assert!(
+                std::env::var_os("RTX_REQUIRE_NVRTC").is_none(),
+                "RTX_REQUIRE_NVRTC is set but: {e}"
+            );
             false
         }
     }

@@ -31,7 +31,8 @@ use super::inputs::{decode_output, HostMatrix};
 use crate::templates::gemm::reference::{activate, rel_error};
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::tuner::{
-    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
+    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend,
+    TuneTask, VerifyReport,
 };
 use crate::DType;
 use rand::rngs::SmallRng;
@@ -79,9 +80,14 @@ pub fn launch_failure(e: GemmLaunchError) -> CandidateError {
 /// the input dtype (or f32 for 16-bit inputs); no broadcast (stride 0) batch operand.
 pub fn cublas_supports(p: &GemmProblem) -> bool {
     let e = &p.epilogue;
-    let out_ok = e.out_dtype == p.dtype || (e.out_dtype == DType::F32 && matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32));
+    let out_ok = e.out_dtype == p.dtype
+        || (e.out_dtype == DType::F32 && matches!(p.dtype, DType::F16 | DType::Bf16 | DType::Tf32));
     let broadcast = p.batch > 1 && (p.stride_a == 0 || p.stride_b == 0);
-    !e.bias && e.activation == crate::templates::gemm::Activation::None && !e.residual && out_ok && !broadcast
+    !e.bias
+        && e.activation == crate::templates::gemm::Activation::None
+        && !e.residual
+        && out_ok
+        && !broadcast
 }
 
 fn blas_dtype(d: DType) -> BlasDtype {
@@ -121,7 +127,9 @@ pub fn blas_call(p: &GemmProblem, a: u64, b: u64, c: u64, c_f32: bool) -> BlasGe
 /// Offsets in the C buffer of every logical output element (batch-major, then row, column).
 pub fn output_offsets(p: &GemmProblem) -> impl Iterator<Item = usize> + '_ {
     (0..p.batch as usize).flat_map(move |bt| {
-        (0..p.m as usize).flat_map(move |i| (0..p.n as usize).map(move |j| bt * p.stride_c as usize + i * p.ldc as usize + j))
+        (0..p.m as usize).flat_map(move |i| {
+            (0..p.n as usize).map(move |j| bt * p.stride_c as usize + i * p.ldc as usize + j)
+        })
     })
 }
 
@@ -141,10 +149,23 @@ impl VerifyInputs {
         let part = |i: u64| super::inputs::mix64(seed.wrapping_mul(8).wrapping_add(i));
         let a = HostMatrix::seeded(part(0), ea as usize, p.dtype, 1.0);
         let b = HostMatrix::seeded(part(1), eb as usize, p.dtype, 1.0);
-        let c = (p.epilogue.beta != 0.0).then(|| HostMatrix::seeded(part(2), ec as usize, out, 1.0));
-        let bias = p.epilogue.bias.then(|| HostMatrix::seeded(part(3), p.n as usize, out, 1.0));
-        let residual = p.epilogue.residual.then(|| HostMatrix::seeded(part(4), ec as usize, out, 1.0));
-        VerifyInputs { a, b, c, bias, residual }
+        let c =
+            (p.epilogue.beta != 0.0).then(|| HostMatrix::seeded(part(2), ec as usize, out, 1.0));
+        let bias = p
+            .epilogue
+            .bias
+            .then(|| HostMatrix::seeded(part(3), p.n as usize, out, 1.0));
+        let residual = p
+            .epilogue
+            .residual
+            .then(|| HostMatrix::seeded(part(4), ec as usize, out, 1.0));
+        VerifyInputs {
+            a,
+            b,
+            c,
+            bias,
+            residual,
+        }
     }
 
     /// f64 reference of output element (bt, i, j), as `reference::gemm_f64` computes it.
@@ -221,7 +242,10 @@ impl GpuContext<GemmState> {
     /// The context's cuBLAS handle, created on first use.
     fn blas(&mut self) -> Result<&Blas, CandidateError> {
         if self.op.blas.is_none() {
-            self.op.blas = Some(Blas::new(&self.device, &self.stream).map_err(|e| runtime_failure("creating a cuBLAS handle", e))?);
+            self.op.blas = Some(
+                Blas::new(&self.device, &self.stream)
+                    .map_err(|e| runtime_failure("creating a cuBLAS handle", e))?,
+            );
         }
         self.op
             .blas
@@ -242,7 +266,8 @@ impl GpuContext<GemmState> {
             let a = self.upload(&HostMatrix::seeded(seed, ea as usize, p.dtype, 1.0))?;
             let b = self.upload(&HostMatrix::seeded(seed + 1, eb as usize, p.dtype, 1.0))?;
             let mut c = self.alloc(ec as usize * out.size_bytes())?;
-            c.fill_u8(0, &self.stream).map_err(|e| runtime_failure("fill", e))?;
+            c.fill_u8(0, &self.stream)
+                .map_err(|e| runtime_failure("fill", e))?;
             let bias = match p.epilogue.bias {
                 true => Some(self.upload(&HostMatrix::seeded(seed + 2, p.n as usize, out, 1.0))?),
                 false => None,
@@ -251,9 +276,17 @@ impl GpuContext<GemmState> {
                 true => Some(self.upload(&HostMatrix::seeded(seed + 3, ec as usize, out, 1.0))?),
                 false => None,
             };
-            self.op.timing.push(TimingSet { a, b, c, bias, residual });
+            self.op.timing.push(TimingSet {
+                a,
+                b,
+                c,
+                bias,
+                residual,
+            });
         }
-        self.stream.synchronize().map_err(|e| runtime_failure("timing inputs", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| runtime_failure("timing inputs", e))?;
         self.op.timing_problem = Some(*p);
         Ok(())
     }
@@ -263,11 +296,18 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
     /// Times cuBLAS on `problem` under `protocol`, with the same inputs, flush and event timing as
     /// the candidates. Fails with [`CandidateError::Unmeasurable`] when cuBLAS cannot express the
     /// epilogue ([`cublas_supports`]).
-    pub fn time_cublas(&self, problem: &GemmProblem, protocol: &MeasureProtocol) -> Result<TimingStats, CandidateError> {
+    pub fn time_cublas(
+        &self,
+        problem: &GemmProblem,
+        protocol: &MeasureProtocol,
+    ) -> Result<TimingStats, CandidateError> {
         if !cublas_supports(problem) {
-            return Err(CandidateError::Unmeasurable(format!("cuBLAS cannot compute {problem:?}")));
+            return Err(CandidateError::Unmeasurable(format!(
+                "cuBLAS cannot compute {problem:?}"
+            )));
         }
-        let c_f32 = problem.epilogue.out_dtype == DType::F32 && matches!(problem.dtype, DType::F16 | DType::Bf16);
+        let c_f32 = problem.epilogue.out_dtype == DType::F32
+            && matches!(problem.dtype, DType::F16 | DType::Bf16);
         let limit = self.watchdog();
         self.with_gpu(|g| {
             g.ensure_timing_inputs(problem, protocol.rotate_inputs.max(1))?;
@@ -279,15 +319,25 @@ impl<F: GemmFamily> GemmGpuBackend<F> {
                 .ok_or_else(|| CandidateError::Unmeasurable("no cuBLAS handle".into()))?;
             time_protocol(protocol, target, limit, "cuBLAS", |rep| {
                 let set = &timing[protocol.input_set(rep) % timing.len()];
-                blas.gemm(&blas_call(problem, set.a.ptr(), set.b.ptr(), set.c.ptr(), c_f32))
-                    .map_err(|e| runtime_failure("cuBLAS", e))
+                blas.gemm(&blas_call(
+                    problem,
+                    set.a.ptr(),
+                    set.b.ptr(),
+                    set.c.ptr(),
+                    c_f32,
+                ))
+                .map_err(|e| runtime_failure("cuBLAS", e))
             })
         })
     }
 }
 
 impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
-    fn compile(&self, task: &TuneTask<'_, F>, config: &F::Config) -> Result<ResourceUsage, CandidateError> {
+    fn compile(
+        &self,
+        task: &TuneTask<'_, F>,
+        config: &F::Config,
+    ) -> Result<ResourceUsage, CandidateError> {
         compile_config(self.cache(), task, config)
     }
 
@@ -299,7 +349,12 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
         self.compile_jobs()
     }
 
-    fn verify(&self, task: &TuneTask<'_, F>, config: &F::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
+    fn verify(
+        &self,
+        task: &TuneTask<'_, F>,
+        config: &F::Config,
+        seed: u64,
+    ) -> Result<VerifyReport, CandidateError> {
         let p = task.problem;
         let limit = self.watchdog();
         let x = VerifyInputs::draw(p, seed);
@@ -314,7 +369,8 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                 Some(c) => g.upload(c)?,
                 None => {
                     let mut buf = g.alloc(ec as usize * out.size_bytes())?;
-                    buf.fill_u8(0xFF, &g.stream).map_err(|e| runtime_failure("poisoning C", e))?;
+                    buf.fill_u8(0xFF, &g.stream)
+                        .map_err(|e| runtime_failure("poisoning C", e))?;
                     buf
                 }
             };
@@ -333,10 +389,15 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                     .map_err(launch_failure)?;
             }
             g.sync(limit, f.name())?;
-            let bytes: Vec<u8> = dc.download(&g.stream).map_err(|e| runtime_failure("download", e))?;
+            let bytes: Vec<u8> = dc
+                .download(&g.stream)
+                .map_err(|e| runtime_failure("download", e))?;
             let got = decode_output(&bytes, out);
             if output_offsets(p).any(|o| got.get(o).is_none_or(|v| !v.is_finite())) {
-                tracing::debug!(kernel = f.name(), "output has NaN/Inf or unwritten elements");
+                tracing::debug!(
+                    kernel = f.name(),
+                    "output has NaN/Inf or unwritten elements"
+                );
                 return Ok(VerifyReport {
                     rel_err: f64::INFINITY,
                     bound,
@@ -347,7 +408,8 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                 let dref = match &x.c {
                     Some(c) => {
                         let mut buf = g.alloc(ec as usize * 4)?;
-                        buf.upload(&c.to_f32(), &g.stream).map_err(|e| runtime_failure("upload", e))?;
+                        buf.upload(&c.to_f32(), &g.stream)
+                            .map_err(|e| runtime_failure("upload", e))?;
                         buf
                     }
                     None => {
@@ -362,8 +424,11 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
                     .gemm(&blas_call(p, da.ptr(), db.ptr(), dref.ptr(), c_f32))
                     .map_err(|e| runtime_failure("cuBLAS reference", e))?;
                 g.sync(limit, "cuBLAS reference")?;
-                let want: Vec<f32> = dref.download(&g.stream).map_err(|e| runtime_failure("download", e))?;
-                let (w, h): (Vec<f64>, Vec<f64>) = output_offsets(p).map(|o| (want[o] as f64, got[o])).unzip();
+                let want: Vec<f32> = dref
+                    .download(&g.stream)
+                    .map_err(|e| runtime_failure("download", e))?;
+                let (w, h): (Vec<f64>, Vec<f64>) =
+                    output_offsets(p).map(|o| (want[o] as f64, got[o])).unzip();
                 rel_error(&h, &w)
             } else {
                 let (w, h) = cpu_compare(p, &x, &got, seed);
@@ -373,7 +438,12 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
         })
     }
 
-    fn time(&self, task: &TuneTask<'_, F>, config: &F::Config, protocol: &MeasureProtocol) -> Result<TimingStats, CandidateError> {
+    fn time(
+        &self,
+        task: &TuneTask<'_, F>,
+        config: &F::Config,
+        protocol: &MeasureProtocol,
+    ) -> Result<TimingStats, CandidateError> {
         let p = task.problem;
         let limit = self.watchdog();
         self.with_gpu(|g| {
@@ -383,7 +453,13 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
             let (stream, timing) = (target.stream, &mut op.timing);
             time_protocol(protocol, target, limit, f.name(), |rep| {
                 let n = timing.len();
-                let TimingSet { a, b, c, bias, residual } = &mut timing[protocol.input_set(rep) % n];
+                let TimingSet {
+                    a,
+                    b,
+                    c,
+                    bias,
+                    residual,
+                } = &mut timing[protocol.input_set(rep) % n];
                 let mut bufs = GemmBuffers {
                     a,
                     b,
@@ -402,9 +478,9 @@ impl<F: GemmFamily> TuneBackend<F> for GemmGpuBackend<F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rtx_runtime::RuntimeError;
     use crate::templates::gemm::reference::{gemm_f64, GemmRefInputs};
     use crate::templates::gemm::{Activation, Epilogue};
+    use rtx_runtime::RuntimeError;
 
     #[test]
     fn cublas_covers_plain_and_scaled_gemms_only() {
@@ -438,7 +514,10 @@ mod tests {
         let p = GemmProblem::new(100, 60, 40, DType::F16, Layout::Col, Layout::Row);
         let g = blas_call(&p, 0x100, 0x200, 0x300, true);
         assert!(g.transa && !g.transb && g.c_f32);
-        assert_eq!((g.m, g.n, g.k, g.lda, g.ldb, g.ldc), (100, 60, 40, 100, 60, 60));
+        assert_eq!(
+            (g.m, g.n, g.k, g.lda, g.ldb, g.ldc),
+            (100, 60, 40, 100, 60, 60)
+        );
         g.validate().unwrap();
         let nt = GemmProblem::new(100, 60, 40, DType::Bf16, Layout::Row, Layout::Col);
         let g = blas_call(&nt, 0x100, 0x200, 0x300, false);
@@ -506,12 +585,18 @@ mod tests {
             op: "cuStreamSynchronize",
             code: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
         };
-        assert!(matches!(runtime_failure("sync", sticky), CandidateError::Fault(_)));
+        assert!(matches!(
+            runtime_failure("sync", sticky),
+            CandidateError::Fault(_)
+        ));
         let soft = RuntimeError::Driver {
             op: "cuLaunchKernel",
             code: "CUDA_ERROR_INVALID_VALUE".into(),
         };
-        assert!(matches!(runtime_failure("launch", soft), CandidateError::Unmeasurable(_)));
+        assert!(matches!(
+            runtime_failure("launch", soft),
+            CandidateError::Unmeasurable(_)
+        ));
         assert!(matches!(
             launch_failure(GemmLaunchError::Constraint("x".into())),
             CandidateError::Rejected(_)

@@ -70,14 +70,20 @@ impl From<crate::templates::gemm::wgmma::WgmmaLaunchError> for GemmLaunchError {
         use crate::templates::gemm::wgmma::WgmmaLaunchError as W;
         match e {
             W::Constraint(v) => GemmLaunchError::Constraint(v.reason),
-            W::BufferTooSmall { what, need, have } => GemmLaunchError::BufferTooSmall { buffer: what, need, have },
+            W::BufferTooSmall { what, need, have } => GemmLaunchError::BufferTooSmall {
+                buffer: what,
+                need,
+                have,
+            },
             W::Misaligned { what, addr } => GemmLaunchError::Misaligned {
                 buffer: what,
                 addr,
                 align: 16,
             },
             W::MissingBuffer { what } => GemmLaunchError::MissingBuffer { buffer: what },
-            W::TensorMap { operand, reason } => GemmLaunchError::Other(format!("tensor map of {operand}: {reason}")),
+            W::TensorMap { operand, reason } => {
+                GemmLaunchError::Other(format!("tensor map of {operand}: {reason}"))
+            }
             W::Runtime(r) => GemmLaunchError::Runtime(r),
         }
     }
@@ -128,7 +134,11 @@ pub fn check_buffer_sizes(p: &GemmProblem, have: &BufferSizes) -> Result<(), Gem
     let (a, b, c, bias, res) = required_bytes(p);
     for (buffer, need, got) in [("A", a, have.a), ("B", b, have.b), ("C", c, have.c)] {
         if got < need {
-            return Err(GemmLaunchError::BufferTooSmall { buffer, need, have: got });
+            return Err(GemmLaunchError::BufferTooSmall {
+                buffer,
+                need,
+                have: got,
+            });
         }
     }
     for (buffer, used, need, got) in [
@@ -140,7 +150,13 @@ pub fn check_buffer_sizes(p: &GemmProblem, have: &BufferSizes) -> Result<(), Gem
         }
         match got {
             None => return Err(GemmLaunchError::MissingBuffer { buffer }),
-            Some(got) if got < need => return Err(GemmLaunchError::BufferTooSmall { buffer, need, have: got }),
+            Some(got) if got < need => {
+                return Err(GemmLaunchError::BufferTooSmall {
+                    buffer,
+                    need,
+                    have: got,
+                })
+            }
             Some(_) => {}
         }
     }
@@ -176,7 +192,13 @@ mod tests {
             ("A", BufferSizes { a: ok.a - 1, ..ok }),
             ("B", BufferSizes { b: 0, ..ok }),
             ("C", BufferSizes { c: ok.c - 2, ..ok }),
-            ("bias", BufferSizes { bias: Some(2), ..ok }),
+            (
+                "bias",
+                BufferSizes {
+                    bias: Some(2),
+                    ..ok
+                },
+            ),
             (
                 "residual",
                 BufferSizes {

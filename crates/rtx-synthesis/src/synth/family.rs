@@ -52,17 +52,31 @@ impl GemmFamily for WgmmaGemm {
         let stage = WgmmaGemm::staging_bytes(p);
         // Split-K workspace and tf32 staging buffer come from separate per-stream pools, so the
         // staged operands (rewritten by every launch) never land on split-K counters.
-        let mut launch = |workspace: Option<&mut rtx_runtime::DeviceBuffer>, staging: Option<&mut rtx_runtime::DeviceBuffer>| {
-            let mut wb = WgmmaBuffers { a: bufs.a, b: bufs.b, c: &mut *bufs.c, bias: bufs.bias, residual: bufs.residual, workspace, staging };
-            WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
-        };
+        let mut launch =
+            |workspace: Option<&mut rtx_runtime::DeviceBuffer>,
+             staging: Option<&mut rtx_runtime::DeviceBuffer>| {
+                let mut wb = WgmmaBuffers {
+                    a: bufs.a,
+                    b: bufs.b,
+                    c: &mut *bufs.c,
+                    bias: bufs.bias,
+                    residual: bufs.residual,
+                    workspace,
+                    staging,
+                };
+                WgmmaGemm::enqueue(self, f, p, c, &mut wb, stream).map_err(GemmLaunchError::from)
+            };
         let split = need > 0 && c.split_k > 1;
         let counters = c.workspace_partial_bytes(p.m, p.n, p.batch)..need;
         match (split, stage > 0) {
             (false, false) => launch(None, None),
-            (true, false) => with_stream_workspace(stream, need, counters, |ws| launch(Some(ws), None)),
+            (true, false) => {
+                with_stream_workspace(stream, need, counters, |ws| launch(Some(ws), None))
+            }
             (false, true) => with_stream_staging(stream, stage, |st| launch(None, Some(st))),
-            (true, true) => with_stream_workspace(stream, need, counters, |ws| with_stream_staging(stream, stage, |st| launch(Some(ws), Some(st)))),
+            (true, true) => with_stream_workspace(stream, need, counters, |ws| {
+                with_stream_staging(stream, stage, |st| launch(Some(ws), Some(st)))
+            }),
         }
     }
 }
@@ -191,22 +205,36 @@ fn with_stream_workspace<R>(
     counters: std::ops::Range<u64>,
     f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
 ) -> Result<R, GemmLaunchError> {
-    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>>> =
-        std::sync::OnceLock::new();
-    let mut pool = POOL.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    static POOL: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, StreamWorkspace>>,
+    > = std::sync::OnceLock::new();
+    let mut pool = POOL
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let key = stream.id();
-    if pool.get(&key).is_none_or(|w| (w.buffer.len() as u64) < need) {
+    if pool
+        .get(&key)
+        .is_none_or(|w| (w.buffer.len() as u64) < need)
+    {
         pool.remove(&key);
         let mut buffer = stream.device().alloc(need as usize, stream)?;
         buffer.fill_u8(0, stream)?;
-        pool.insert(key, StreamWorkspace { buffer, last_counters: None });
+        pool.insert(
+            key,
+            StreamWorkspace {
+                buffer,
+                last_counters: None,
+            },
+        );
     }
     let ws = pool
         .get_mut(&key)
         .ok_or_else(|| GemmLaunchError::Other("split-K workspace vanished".into()))?;
     if ws.last_counters.as_ref() != Some(&counters) {
         let len = counters.end.saturating_sub(counters.start);
-        ws.buffer.fill_range_u8(counters.start as usize, len as usize, 0, stream)?;
+        ws.buffer
+            .fill_range_u8(counters.start as usize, len as usize, 0, stream)?;
         ws.last_counters = Some(counters);
     }
     f(&mut ws.buffer)
@@ -226,9 +254,13 @@ fn with_stream_staging<R>(
     need: u64,
     f: impl FnOnce(&mut rtx_runtime::DeviceBuffer) -> Result<R, GemmLaunchError>,
 ) -> Result<R, GemmLaunchError> {
-    static POOL: std::sync::OnceLock<std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>> =
-        std::sync::OnceLock::new();
-    let mut pool = POOL.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    static POOL: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, rtx_runtime::DeviceBuffer>>,
+    > = std::sync::OnceLock::new();
+    let mut pool = POOL
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let key = stream.id();
     if pool.get(&key).is_none_or(|w| (w.len() as u64) < need) {
         pool.remove(&key);
@@ -258,7 +290,11 @@ pub struct CappedSpace<F> {
 impl<F: Template> CappedSpace<F> {
     /// Wraps `inner`, keeping at most `limit` configs.
     pub fn new(inner: F, limit: Option<usize>) -> Self {
-        CappedSpace { inner, limit, filter: None }
+        CappedSpace {
+            inner,
+            limit,
+            filter: None,
+        }
     }
 
     /// Keeps only the configs `filter` matches (applied before the cap).
@@ -278,7 +314,9 @@ impl ConfigFilter {
     pub fn parse(json: &str) -> Result<Self, String> {
         match serde_json::from_str::<serde_json::Value>(json) {
             Ok(serde_json::Value::Object(m)) if !m.is_empty() => Ok(ConfigFilter(m)),
-            Ok(_) => Err(format!("config filter `{json}`: expected a non-empty JSON object of field values")),
+            Ok(_) => Err(format!(
+                "config filter `{json}`: expected a non-empty JSON object of field values"
+            )),
             Err(e) => Err(format!("config filter `{json}`: {e}")),
         }
     }
@@ -286,13 +324,19 @@ impl ConfigFilter {
     /// Field names of the filter that `config` does not have (a typo would match nothing).
     pub fn unknown_fields<C: serde::Serialize>(&self, config: &C) -> Vec<String> {
         let v = serde_json::to_value(config).unwrap_or_default();
-        self.0.keys().filter(|k| v.get(k.as_str()).is_none()).cloned().collect()
+        self.0
+            .keys()
+            .filter(|k| v.get(k.as_str()).is_none())
+            .cloned()
+            .collect()
     }
 
     /// Whether every field of the filter has the given value in `config`.
     pub fn matches<C: serde::Serialize>(&self, config: &C) -> bool {
         let v = serde_json::to_value(config).unwrap_or_default();
-        self.0.iter().all(|(k, want)| v.get(k.as_str()) == Some(want))
+        self.0
+            .iter()
+            .all(|(k, want)| v.get(k.as_str()) == Some(want))
     }
 }
 
@@ -301,7 +345,9 @@ pub fn cap_evenly<C: Clone>(all: &[C], limit: usize) -> Vec<C> {
     if limit >= all.len() {
         return all.to_vec();
     }
-    (0..limit).map(|i| all[i * all.len() / limit].clone()).collect()
+    (0..limit)
+        .map(|i| all[i * all.len() / limit].clone())
+        .collect()
 }
 
 impl<F: Template> Template for CappedSpace<F> {
@@ -324,13 +370,23 @@ impl<F: Template> Template for CappedSpace<F> {
             Some(limit) => cap_evenly(&filtered(self.inner.valid_space(problem, arch)), limit),
         }
     }
-    fn check(&self, problem: &F::Problem, config: &F::Config, arch: Arch) -> Result<(), ConstraintViolation> {
+    fn check(
+        &self,
+        problem: &F::Problem,
+        config: &F::Config,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
         self.inner.check(problem, config, arch)
     }
     fn default_config(&self, problem: &F::Problem, arch: Arch) -> F::Config {
         self.inner.default_config(problem, arch)
     }
-    fn emit(&self, problem: &F::Problem, config: &F::Config, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        problem: &F::Problem,
+        config: &F::Config,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.inner.emit(problem, config, arch)
     }
     fn launch(&self, problem: &F::Problem, config: &F::Config) -> LaunchDims {
@@ -395,7 +451,10 @@ mod tests {
             capped.check(&p, c, Arch::Sm90a).unwrap();
         }
         assert_eq!((capped.name(), capped.version()), (t.name(), t.version()));
-        assert_eq!(CappedSpace::new(t, None).space(&p, Arch::Sm90a), t.space(&p, Arch::Sm90a));
+        assert_eq!(
+            CappedSpace::new(t, None).space(&p, Arch::Sm90a),
+            t.space(&p, Arch::Sm90a)
+        );
     }
 
     #[test]
@@ -404,11 +463,20 @@ mod tests {
         let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
         let f = ConfigFilter::parse(r#"{"bm": 64, "cluster_m": 2}"#).unwrap();
         let all = t.space(&p, Arch::Sm90a);
-        let kept = CappedSpace::new(t, None).with_filter(Some(f.clone())).space(&p, Arch::Sm90a);
+        let kept = CappedSpace::new(t, None)
+            .with_filter(Some(f.clone()))
+            .space(&p, Arch::Sm90a);
         assert!(!kept.is_empty());
-        assert_eq!(kept.len(), all.iter().filter(|c| c.bm == 64 && c.cluster_m == 2).count());
+        assert_eq!(
+            kept.len(),
+            all.iter()
+                .filter(|c| c.bm == 64 && c.cluster_m == 2)
+                .count()
+        );
         assert!(kept.iter().all(|c| c.bm == 64 && c.cluster_m == 2));
-        let capped = CappedSpace::new(t, Some(5)).with_filter(Some(f.clone())).space(&p, Arch::Sm90a);
+        let capped = CappedSpace::new(t, Some(5))
+            .with_filter(Some(f.clone()))
+            .space(&p, Arch::Sm90a);
         assert!(capped.len() <= 5 && capped.iter().all(|c| c.bm == 64 && c.cluster_m == 2));
         assert!(f.unknown_fields(&all[0]).is_empty());
         let typo = ConfigFilter::parse(r#"{"bmm": 64}"#).unwrap();

@@ -66,7 +66,15 @@ impl GemmSpec {
     /// The packed problem, validated (zero dims, dtype/out-dtype mismatches, non-finite scales
     /// are refused, naming the field).
     pub fn problem(&self) -> Result<GemmProblem, SynthError> {
-        let mut p = GemmProblem::new(self.m, self.n, self.k, self.dtype, self.layout_a, self.layout_b).batched(self.batch);
+        let mut p = GemmProblem::new(
+            self.m,
+            self.n,
+            self.k,
+            self.dtype,
+            self.layout_a,
+            self.layout_b,
+        )
+        .batched(self.batch);
         p.epilogue = self.epilogue;
         p.validate()?;
         Ok(p)
@@ -81,7 +89,10 @@ pub fn parse_mnk(s: &str) -> Result<(u32, u32, u32), String> {
     }
     let mut v = [0u32; 3];
     for (slot, (part, name)) in v.iter_mut().zip(parts.iter().zip(["M", "N", "K"])) {
-        *slot = part.trim().parse().map_err(|e| format!("`{s}`: {name} = `{part}`: {e}"))?;
+        *slot = part
+            .trim()
+            .parse()
+            .map_err(|e| format!("`{s}`: {name} = `{part}`: {e}"))?;
         if *slot == 0 {
             return Err(format!("`{s}`: {name} must be >= 1"));
         }
@@ -137,8 +148,14 @@ impl GemmFamilyKind {
 }
 
 /// Whether `family` accepts `p` on `arch` (its default config passes `check()`).
-pub fn family_accepts<F: GemmFamily>(family: &F, p: &GemmProblem, arch: Arch) -> Result<(), String> {
-    family.check(p, &family.default_config(p, arch), arch).map_err(|v| v.reason)
+pub fn family_accepts<F: GemmFamily>(
+    family: &F,
+    p: &GemmProblem,
+    arch: Arch,
+) -> Result<(), String> {
+    family
+        .check(p, &family.default_config(p, arch), arch)
+        .map_err(|v| v.reason)
 }
 
 /// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
@@ -187,7 +204,13 @@ pub fn select_family(
 
 /// A family and config bound together, launchable without knowing the family's type.
 pub(crate) trait ErasedGemm: Send + Sync {
-    fn enqueue(&self, f: &Function, p: &GemmProblem, bufs: &mut GemmBuffers<'_>, stream: &Stream) -> Result<(), GemmLaunchError>;
+    fn enqueue(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError>;
 }
 
 /// [`ErasedGemm`] for one family.
@@ -197,7 +220,13 @@ pub(crate) struct Bound<F: GemmFamily> {
 }
 
 impl<F: GemmFamily> ErasedGemm for Bound<F> {
-    fn enqueue(&self, f: &Function, p: &GemmProblem, bufs: &mut GemmBuffers<'_>, stream: &Stream) -> Result<(), GemmLaunchError> {
+    fn enqueue(
+        &self,
+        f: &Function,
+        p: &GemmProblem,
+        bufs: &mut GemmBuffers<'_>,
+        stream: &Stream,
+    ) -> Result<(), GemmLaunchError> {
         self.family.enqueue_gemm(f, p, &self.config, bufs, stream)
     }
 }
@@ -226,7 +255,13 @@ impl std::fmt::Debug for GemmKernel {
 impl GemmKernel {
     /// `c = epilogue(a * b)`; for epilogues without bias/residual (else use
     /// [`GemmKernel::launch_with`]). Checks every buffer's size first; does not synchronize.
-    pub fn launch(&self, stream: &Stream, a: &DeviceBuffer, b: &DeviceBuffer, c: &mut DeviceBuffer) -> Result<(), SynthError> {
+    pub fn launch(
+        &self,
+        stream: &Stream,
+        a: &DeviceBuffer,
+        b: &DeviceBuffer,
+        c: &mut DeviceBuffer,
+    ) -> Result<(), SynthError> {
         self.launch_with(
             stream,
             &mut GemmBuffers {
@@ -242,9 +277,14 @@ impl GemmKernel {
     /// Launches with every operand given explicitly (bias/residual when the epilogue uses them).
     /// A missing or short buffer is refused with [`GemmLaunchError::MissingBuffer`] /
     /// [`GemmLaunchError::BufferTooSmall`] naming it; does not synchronize.
-    pub fn launch_with(&self, stream: &Stream, bufs: &mut GemmBuffers<'_>) -> Result<(), SynthError> {
+    pub fn launch_with(
+        &self,
+        stream: &Stream,
+        bufs: &mut GemmBuffers<'_>,
+    ) -> Result<(), SynthError> {
         check_buffer_sizes(&self.problem, &BufferSizes::of(bufs))?;
-        self.launcher.enqueue(&self.function, &self.problem, bufs, stream)?;
+        self.launcher
+            .enqueue(&self.function, &self.problem, bufs, stream)?;
         Ok(())
     }
 
@@ -333,7 +373,10 @@ mod tests {
     fn wgmma_is_selected_on_hopper_for_16_bit_inputs() {
         let info = DeviceInfo::example_sm90();
         let p = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
-        assert_eq!(select_family(&p, Arch::Sm90a, &info).unwrap(), GemmFamilyKind::Wgmma);
+        assert_eq!(
+            select_family(&p, Arch::Sm90a, &info).unwrap(),
+            GemmFamilyKind::Wgmma
+        );
     }
 
     #[test]

@@ -15,7 +15,10 @@
 use super::inputs::HostMatrix;
 use crate::aot::{CacheError, CachedKernel, KernelCache};
 use crate::templates::Template;
-use crate::tuner::{run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneTask};
+use crate::tuner::{
+    run_protocol_batched, CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats,
+    TuneTask,
+};
 use rtx_runtime::{Device, DeviceBuffer, Event, EventPairs, Function, RuntimeError, Stream};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -39,7 +42,8 @@ impl DeviceSource {
     pub(crate) fn open(&self) -> Result<Device, CandidateError> {
         match self {
             DeviceSource::Open(d) => Ok(d.clone()),
-            DeviceSource::Ordinal(o) => Device::open(*o).map_err(|e| CandidateError::Fault(format!("opening CUDA device {o}: {e}"))),
+            DeviceSource::Ordinal(o) => Device::open(*o)
+                .map_err(|e| CandidateError::Fault(format!("opening CUDA device {o}: {e}"))),
         }
     }
 }
@@ -63,7 +67,9 @@ impl<X: Default> GpuContext<X> {
     fn create(source: &DeviceSource) -> Result<Self, CandidateError> {
         let device = source.open()?;
         let fail = |op: &str, e: RuntimeError| CandidateError::Fault(format!("{op}: {e}"));
-        let stream = device.new_stream().map_err(|e| fail("creating a stream", e))?;
+        let stream = device
+            .new_stream()
+            .map_err(|e| fail("creating a stream", e))?;
         let end = Event::new(&device).map_err(|e| fail("creating an event", e))?;
         Ok(GpuContext {
             device,
@@ -80,31 +86,59 @@ impl<X: Default> GpuContext<X> {
 impl<X> GpuContext<X> {
     /// A device buffer of `bytes` (at least 16) on the context's stream.
     pub(super) fn alloc(&self, bytes: usize) -> Result<DeviceBuffer, CandidateError> {
-        self.device.alloc(bytes.max(16), &self.stream).map_err(|e| runtime_failure("alloc", e))
+        self.device
+            .alloc(bytes.max(16), &self.stream)
+            .map_err(|e| runtime_failure("alloc", e))
     }
 
     /// A device copy of `h`.
     pub(super) fn upload(&self, h: &HostMatrix) -> Result<DeviceBuffer, CandidateError> {
         let mut buf = self.alloc(h.bytes().len())?;
-        buf.upload(h.bytes(), &self.stream).map_err(|e| runtime_failure("upload", e))?;
+        buf.upload(h.bytes(), &self.stream)
+            .map_err(|e| runtime_failure("upload", e))?;
         Ok(buf)
     }
 
     /// Records `end` on the stream and waits for it under the watchdog `limit`.
     pub(super) fn sync(&self, limit: Duration, what: &str) -> Result<(), CandidateError> {
-        self.end.record(&self.stream).map_err(|e| runtime_failure(what, e))?;
+        self.end
+            .record(&self.stream)
+            .map_err(|e| runtime_failure(what, e))?;
         wait_event(&self.end, limit, what)
     }
 
     /// What `time_protocol` needs under `protocol` (the L2 flush buffer allocated when it
     /// flushes), and the family state beside it.
-    pub(super) fn timing_target(&mut self, protocol: &MeasureProtocol) -> Result<(TimingTarget<'_>, &mut X), CandidateError> {
-        if protocol.flush_l2 && self.flush.as_ref().is_none_or(|f| f.len() < protocol.flush_bytes) {
+    pub(super) fn timing_target(
+        &mut self,
+        protocol: &MeasureProtocol,
+    ) -> Result<(TimingTarget<'_>, &mut X), CandidateError> {
+        if protocol.flush_l2
+            && self
+                .flush
+                .as_ref()
+                .is_none_or(|f| f.len() < protocol.flush_bytes)
+        {
             self.flush = None;
             self.flush = Some(self.alloc(protocol.flush_bytes)?);
         }
-        let GpuContext { device, stream, pairs, flush, op, .. } = self;
-        Ok((TimingTarget { pairs, device, stream, flush }, op))
+        let GpuContext {
+            device,
+            stream,
+            pairs,
+            flush,
+            op,
+            ..
+        } = self;
+        Ok((
+            TimingTarget {
+                pairs,
+                device,
+                stream,
+                flush,
+            },
+            op,
+        ))
     }
 }
 
@@ -170,7 +204,10 @@ impl<X: Default, T: Template> GpuBackend<X, T> {
     }
 
     /// Runs `f` on the context, creating it on first use.
-    pub(super) fn with_gpu<R>(&self, f: impl FnOnce(&mut GpuContext<X>) -> Result<R, CandidateError>) -> Result<R, CandidateError> {
+    pub(super) fn with_gpu<R>(
+        &self,
+        f: impl FnOnce(&mut GpuContext<X>) -> Result<R, CandidateError>,
+    ) -> Result<R, CandidateError> {
         let mut guard = lock(&self.gpu);
         if guard.is_none() {
             *guard = Some(GpuContext::create(&self.source)?);
@@ -182,7 +219,12 @@ impl<X: Default, T: Template> GpuBackend<X, T> {
     }
 
     /// The loaded kernel of `config` (compiled through the cache, loaded once per context).
-    pub(super) fn function(&self, g: &mut GpuContext<X>, task: &TuneTask<'_, T>, config: &T::Config) -> Result<Arc<Function>, CandidateError> {
+    pub(super) fn function(
+        &self,
+        g: &mut GpuContext<X>,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+    ) -> Result<Arc<Function>, CandidateError> {
         load_function(&self.cache, &g.device, &mut g.functions, task, config)
     }
 }
@@ -249,31 +291,46 @@ pub(crate) fn time_protocol(
     what: &str,
     mut timed: impl FnMut(u32) -> Result<(), CandidateError>,
 ) -> Result<TimingStats, CandidateError> {
-    let TimingTarget { pairs, device, stream, flush } = target;
+    let TimingTarget {
+        pairs,
+        device,
+        stream,
+        flush,
+    } = target;
     run_protocol_batched(protocol, |reps: Range<u32>| {
         let n = reps.len();
-        pairs.ensure(device, n).map_err(|e| runtime_failure("creating events", e))?;
+        pairs
+            .ensure(device, n)
+            .map_err(|e| runtime_failure("creating events", e))?;
         for (slot, rep) in reps.enumerate() {
             if let (true, Some(fl)) = (protocol.flush_l2, flush.as_mut()) {
-                fl.fill_u8(rep as u8, stream).map_err(|e| runtime_failure("L2 flush", e))?;
+                fl.fill_u8(rep as u8, stream)
+                    .map_err(|e| runtime_failure("L2 flush", e))?;
             }
             let (start, end) = pairs
                 .pair(slot)
                 .ok_or_else(|| CandidateError::Unmeasurable(format!("no event pair {slot}")))?;
-            start.record(stream).map_err(|e| runtime_failure("event", e))?;
+            start
+                .record(stream)
+                .map_err(|e| runtime_failure("event", e))?;
             timed(rep)?;
-            end.record(stream).map_err(|e| runtime_failure("event", e))?;
+            end.record(stream)
+                .map_err(|e| runtime_failure("event", e))?;
         }
         if let Some((_, last)) = n.checked_sub(1).and_then(|i| pairs.pair(i)) {
             wait_event(last, limit.saturating_mul(n as u32), what)?;
         }
-        pairs.elapsed_us(n).map_err(|e| runtime_failure("event timing", e))
+        pairs
+            .elapsed_us(n)
+            .map_err(|e| runtime_failure("event timing", e))
     })
 }
 
 /// Resource use of `entry` in a compiled kernel (zeros when ptxas reported none).
 fn resource_usage(entry: &str, k: &CachedKernel) -> ResourceUsage {
-    k.resources_for(entry).map(ResourceUsage::from).unwrap_or_default()
+    k.resources_for(entry)
+        .map(ResourceUsage::from)
+        .unwrap_or_default()
 }
 
 /// [`crate::tuner::TuneBackend::compile`] of the GPU backends: emit, compile through `cache`,
@@ -284,7 +341,9 @@ pub(crate) fn compile_config<T: Template>(
     config: &T::Config,
 ) -> Result<ResourceUsage, CandidateError> {
     let src = task.template.emit(task.problem, config, task.arch)?;
-    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
+    let k = cache
+        .get_or_compile(&src, task.arch)
+        .map_err(compile_failure)?;
     Ok(resource_usage(&src.entry, &k))
 }
 
@@ -312,16 +371,25 @@ pub(crate) fn compile_configs<T: Template>(
     if items.is_empty() || sink.is_cancelled() {
         return;
     }
-    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cache.get_or_compile_many(&items, Some(jobs))));
+    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cache.get_or_compile_many(&items, Some(jobs))
+    }));
     match results {
         Ok(results) => {
             for ((i, (src, _)), r) in index.iter().zip(&items).zip(results) {
-                sink.emit(*i, r.map(|k| resource_usage(&src.entry, &k)).map_err(compile_failure));
+                sink.emit(
+                    *i,
+                    r.map(|k| resource_usage(&src.entry, &k))
+                        .map_err(compile_failure),
+                );
             }
         }
         Err(_) => {
             for i in index {
-                sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into())));
+                sink.emit(
+                    i,
+                    Err(CandidateError::Compile("the compiler panicked".into())),
+                );
             }
         }
     }
@@ -341,9 +409,17 @@ pub(crate) fn load_function<T: Template>(
     if let Some(f) = functions.get(&key) {
         return Ok(f.clone());
     }
-    let k = cache.get_or_compile(&src, task.arch).map_err(compile_failure)?;
-    let module = device.load_module(&k.cubin).map_err(|e| runtime_failure("loading the module", e))?;
-    let f = Arc::new(module.function(&src.entry).map_err(|e| runtime_failure("finding the kernel", e))?);
+    let k = cache
+        .get_or_compile(&src, task.arch)
+        .map_err(compile_failure)?;
+    let module = device
+        .load_module(&k.cubin)
+        .map_err(|e| runtime_failure("loading the module", e))?;
+    let f = Arc::new(
+        module
+            .function(&src.entry)
+            .map_err(|e| runtime_failure("finding the kernel", e))?,
+    );
     functions.insert(key, f.clone());
     Ok(f)
 }

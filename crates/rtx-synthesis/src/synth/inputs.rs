@@ -58,7 +58,11 @@ impl HostMatrix {
                     .map(|_| f16::from_f32(rng.random_range(-1.0f32..1.0) * scale).to_bits())
                     .collect(),
             },
-            DType::F32 | DType::Tf32 => HostMatrix::Single((0..len).map(|_| rng.random_range(-1.0f32..1.0) * scale).collect()),
+            DType::F32 | DType::Tf32 => HostMatrix::Single(
+                (0..len)
+                    .map(|_| rng.random_range(-1.0f32..1.0) * scale)
+                    .collect(),
+            ),
         }
     }
 
@@ -68,12 +72,18 @@ impl HostMatrix {
         match dtype {
             DType::Bf16 | DType::F16 => {
                 let mut bits = vec![0u16; len];
-                bits.par_chunks_mut(CHUNK).enumerate().for_each(|(c, chunk)| {
-                    for (j, b) in chunk.iter_mut().enumerate() {
-                        let x = unit(seed, (c * CHUNK + j) as u64) * scale;
-                        *b = if dtype == DType::Bf16 { bf16::from_f32(x).to_bits() } else { f16::from_f32(x).to_bits() };
-                    }
-                });
+                bits.par_chunks_mut(CHUNK)
+                    .enumerate()
+                    .for_each(|(c, chunk)| {
+                        for (j, b) in chunk.iter_mut().enumerate() {
+                            let x = unit(seed, (c * CHUNK + j) as u64) * scale;
+                            *b = if dtype == DType::Bf16 {
+                                bf16::from_f32(x).to_bits()
+                            } else {
+                                f16::from_f32(x).to_bits()
+                            };
+                        }
+                    });
                 HostMatrix::Half { dtype, bits }
             }
             DType::F32 | DType::Tf32 => {
@@ -104,7 +114,10 @@ impl HostMatrix {
     /// Element `i` as the GPU sees it.
     pub fn at(&self, i: usize) -> f64 {
         match self {
-            HostMatrix::Half { dtype: DType::Bf16, bits } => bf16::from_bits(bits[i]).to_f64(),
+            HostMatrix::Half {
+                dtype: DType::Bf16,
+                bits,
+            } => bf16::from_bits(bits[i]).to_f64(),
             HostMatrix::Half { bits, .. } => f16::from_bits(bits[i]).to_f64(),
             HostMatrix::Single(v) => v[i] as f64,
         }
@@ -160,7 +173,11 @@ mod tests {
             assert_eq!(back, m.to_f64(), "{dtype}");
             assert!(back.iter().all(|v| (-1.0..1.0).contains(v)));
             assert!(back.iter().any(|&v| v != back[0]), "not constant");
-            assert_eq!(HostMatrix::seeded(7, 100, dtype, 1.0), m, "seeded is deterministic");
+            assert_eq!(
+                HostMatrix::seeded(7, 100, dtype, 1.0),
+                m,
+                "seeded is deterministic"
+            );
             assert_ne!(HostMatrix::seeded(8, 100, dtype, 1.0), m);
         }
     }
@@ -172,7 +189,10 @@ mod tests {
         let mean = m.iter().sum::<f64>() / n as f64;
         let var = m.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
         assert!(mean.abs() < 0.02, "mean {mean}");
-        assert!((var - 1.0 / 3.0).abs() < 0.02, "variance {var} (uniform on [-1,1) has 1/3)");
+        assert!(
+            (var - 1.0 / 3.0).abs() < 0.02,
+            "variance {var} (uniform on [-1,1) has 1/3)"
+        );
         // Element i is a pure function of (seed, i): a longer matrix extends a shorter one.
         let short = HostMatrix::seeded(42, CHUNK + 5, DType::F32, 1.0).to_f64();
         assert_eq!(&m[..CHUNK + 5], &short[..]);
@@ -182,8 +202,14 @@ mod tests {
 
     #[test]
     fn poison_decodes_to_nan() {
-        assert!(decode_output(&[0xFF; 8], DType::Bf16).iter().all(|v| v.is_nan()));
-        assert!(decode_output(&[0xFF; 8], DType::F16).iter().all(|v| v.is_nan()));
-        assert!(decode_output(&[0xFF; 8], DType::F32).iter().all(|v| v.is_nan()));
+        assert!(decode_output(&[0xFF; 8], DType::Bf16)
+            .iter()
+            .all(|v| v.is_nan()));
+        assert!(decode_output(&[0xFF; 8], DType::F16)
+            .iter()
+            .all(|v| v.is_nan()));
+        assert!(decode_output(&[0xFF; 8], DType::F32)
+            .iter()
+            .all(|v| v.is_nan()));
     }
 }

@@ -12,8 +12,8 @@ use crate::templates::elementwise::{ElementwiseConfig, ElementwiseProblem, Eleme
 use crate::templates::reduce::{RowConfig, RowProblem, RowReduceTemplate};
 use crate::templates::Template;
 use crate::tuner::{
-    CandidateResult, DbEntry, Exhaustive, Guided, Lookup, LookupPolicy, ProblemSignature, RandomSearch, Strategy, TuneBackend,
-    TuneOptions, TuneOutcome, TuneTask, Tuner,
+    CandidateResult, DbEntry, Exhaustive, Guided, Lookup, LookupPolicy, ProblemSignature,
+    RandomSearch, Strategy, TuneBackend, TuneOptions, TuneOutcome, TuneTask, Tuner,
 };
 use serde_json::Value;
 
@@ -61,7 +61,10 @@ impl MemoryTuneReport {
 impl Synth {
     /// The config to launch the fused elementwise `problem` with: the tuning database's exact
     /// entry, the nearest tuned shape of the same graph, or the template's default (logged).
-    pub fn elementwise_config(&self, problem: &ElementwiseProblem) -> Result<Lookup<ElementwiseConfig>, SynthError> {
+    pub fn elementwise_config(
+        &self,
+        problem: &ElementwiseProblem,
+    ) -> Result<Lookup<ElementwiseConfig>, SynthError> {
         problem
             .validate()
             .map_err(|e| SynthError::InvalidProblem(e.to_string()))?;
@@ -76,13 +79,21 @@ impl Synth {
         self.memory_lookup(&RowReduceTemplate, problem)
     }
 
-    fn memory_lookup<T: Template>(&self, t: &T, problem: &T::Problem) -> Result<Lookup<T::Config>, SynthError>
+    fn memory_lookup<T: Template>(
+        &self,
+        t: &T,
+        problem: &T::Problem,
+    ) -> Result<Lookup<T::Config>, SynthError>
     where
         T::Problem: ProblemSignature,
     {
-        let found = self
-            .lock_db()
-            .lookup(t, problem, self.arch, &self.device_key, &LookupPolicy::default())?;
+        let found = self.lock_db().lookup(
+            t,
+            problem,
+            self.arch,
+            &self.device_key,
+            &LookupPolicy::default(),
+        )?;
         tracing::info!(
             template = t.name(),
             source = source_name(&found.source),
@@ -99,7 +110,11 @@ impl Synth {
     /// winner so later [`Synth::elementwise_config`] calls serve it. `req.isolate` is not
     /// supported for memory-bound ops (their kernels cannot hang on a bad tile config) and is
     /// ignored with a warning.
-    pub fn tune_elementwise(&self, problem: &ElementwiseProblem, req: &TuneRequest<'_>) -> Result<MemoryTuneReport, SynthError> {
+    pub fn tune_elementwise(
+        &self,
+        problem: &ElementwiseProblem,
+        req: &TuneRequest<'_>,
+    ) -> Result<MemoryTuneReport, SynthError> {
         problem
             .validate()
             .map_err(|e| SynthError::InvalidProblem(e.to_string()))?;
@@ -107,23 +122,37 @@ impl Synth {
     }
 
     /// Tunes the row op `problem` (see [`Synth::tune_elementwise`]).
-    pub fn tune_rows(&self, problem: &RowProblem, req: &TuneRequest<'_>) -> Result<MemoryTuneReport, SynthError> {
+    pub fn tune_rows(
+        &self,
+        problem: &RowProblem,
+        req: &TuneRequest<'_>,
+    ) -> Result<MemoryTuneReport, SynthError> {
         problem
             .validate()
             .map_err(|e| SynthError::InvalidProblem(e.to_string()))?;
         self.tune_memory(RowReduceTemplate, problem, req)
     }
 
-    fn tune_memory<T: MemoryOp>(&self, t: T, p: &T::Problem, req: &TuneRequest<'_>) -> Result<MemoryTuneReport, SynthError>
+    fn tune_memory<T: MemoryOp>(
+        &self,
+        t: T,
+        p: &T::Problem,
+        req: &TuneRequest<'_>,
+    ) -> Result<MemoryTuneReport, SynthError>
     where
         T::Problem: ProblemSignature,
     {
         if req.isolate.is_some() {
-            tracing::warn!("worker isolation is not supported for memory-bound ops; tuning in-process");
+            tracing::warn!(
+                "worker isolation is not supported for memory-bound ops; tuning in-process"
+            );
         }
         let _gpu = crate::tuner::gpu_lock::acquire_run(&self.device)?;
         let space = MemorySpace::new(t, req.space_limit);
-        let backend = MemoryGpuBackend::<MemorySpace<T>>::with_device(self.device.clone(), self.cache.clone());
+        let backend = MemoryGpuBackend::<MemorySpace<T>>::with_device(
+            self.device.clone(),
+            self.cache.clone(),
+        );
         let mut strategy: Box<dyn Strategy> = match req.strategy {
             StrategyKind::Guided => Box::new(Guided::new(req.seed, req.budget)),
             StrategyKind::Exhaustive => Box::new(Exhaustive::new()),
@@ -136,8 +165,17 @@ impl Synth {
             ..TuneOptions::default()
         });
         let mut progress = FnProgress(req.progress);
-        let outcome = tuner.tune(&space, p, self.arch, &backend, strategy.as_mut(), &req.protocol, &mut progress)?;
-        let entry = DbEntry::from_outcome(&space, p, self.arch, &self.device_key, &outcome, RUNNERS_UP)?;
+        let outcome = tuner.tune(
+            &space,
+            p,
+            self.arch,
+            &backend,
+            strategy.as_mut(),
+            &req.protocol,
+            &mut progress,
+        )?;
+        let entry =
+            DbEntry::from_outcome(&space, p, self.arch, &self.device_key, &outcome, RUNNERS_UP)?;
         let default = space.default_config(p, self.arch);
         let mut default_us = outcome
             .table
@@ -158,14 +196,22 @@ impl Synth {
         }
         if req.store {
             self.lock_db().insert(entry.clone())?;
-            tracing::info!(template = space.name(), "stored the tuned config for {}", p.signature());
+            tracing::info!(
+                template = space.name(),
+                "stored the tuned config for {}",
+                p.signature()
+            );
         }
         let failed_default = outcome
             .table
             .iter()
             .any(|r| r.config == default && matches!(r.result, CandidateResult::Failed(_)));
         if failed_default {
-            tracing::warn!(template = space.name(), "the default config failed verification or timing for {}", p.signature());
+            tracing::warn!(
+                template = space.name(),
+                "the default config failed verification or timing for {}",
+                p.signature()
+            );
         }
         Ok(MemoryTuneReport {
             op: p.signature().to_string(),

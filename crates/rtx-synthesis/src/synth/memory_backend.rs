@@ -22,8 +22,10 @@
 //! dozen configs: [`MemoryOp::tune_space`]); its name, version and code are the template's, so
 //! its tuning-database entries serve the bare template.
 
-use super::gpu_backend::{compile_config, compile_configs, runtime_failure, time_protocol, GpuBackend, GpuContext};
 use super::family::cap_evenly;
+use super::gpu_backend::{
+    compile_config, compile_configs, runtime_failure, time_protocol, GpuBackend, GpuContext,
+};
 use super::inputs::HostMatrix;
 use crate::templates::elementwise::expr::{round_to, Node, UnaryOp};
 use crate::templates::elementwise::reference::eval_point;
@@ -32,10 +34,13 @@ use crate::templates::elementwise::{
     ElementwiseTemplate, ExprGraph, GridMode, LaunchError,
 };
 use crate::templates::reduce::reference::{layernorm_row, rmsnorm_row, softmax_row};
-use crate::templates::reduce::{enqueue_rows, RowBuffers, RowConfig, RowOp, RowProblem, RowReduceTemplate, RowStrategy};
+use crate::templates::reduce::{
+    enqueue_rows, RowBuffers, RowConfig, RowOp, RowProblem, RowReduceTemplate, RowStrategy,
+};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::tuner::{
-    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
+    CandidateError, CompileSink, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend,
+    TuneTask, VerifyReport,
 };
 use crate::{Arch, DType};
 use rand::rngs::SmallRng;
@@ -97,7 +102,13 @@ pub trait MemoryOp: Template + Clone + 'static {
     /// Compares the downloaded `outputs` (read lazily: only sampled elements are widened) with the f64 reference of `inputs` on sampled points or
     /// rows chosen from `seed`; `rel_err` is the largest scaled error (infinite for a wrong
     /// NaN/Inf class), `bound` the template's tolerance.
-    fn compare_outputs(&self, problem: &Self::Problem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport;
+    fn compare_outputs(
+        &self,
+        problem: &Self::Problem,
+        inputs: &[HostMatrix],
+        outputs: &[HostMatrix],
+        seed: u64,
+    ) -> VerifyReport;
 
     /// The bounded tuning space: a few dozen valid configs that cover the parameters that matter
     /// for bandwidth (access width, threads, loads in flight per thread, grid shape).
@@ -109,11 +120,17 @@ pub fn host_from_f64(dtype: DType, vals: &[f64]) -> HostMatrix {
     match dtype {
         DType::Bf16 => HostMatrix::Half {
             dtype,
-            bits: vals.iter().map(|v| half::bf16::from_f64(*v).to_bits()).collect(),
+            bits: vals
+                .iter()
+                .map(|v| half::bf16::from_f64(*v).to_bits())
+                .collect(),
         },
         DType::F16 => HostMatrix::Half {
             dtype,
-            bits: vals.iter().map(|v| half::f16::from_f64(*v).to_bits()).collect(),
+            bits: vals
+                .iter()
+                .map(|v| half::f16::from_f64(*v).to_bits())
+                .collect(),
         },
         DType::F32 | DType::Tf32 => HostMatrix::Single(vals.iter().map(|v| *v as f32).collect()),
     }
@@ -134,10 +151,15 @@ pub fn scaled_error(got: f64, want: f64, dtype: DType, floor: f64) -> f64 {
 /// Tolerance of an elementwise graph: 2e-2 when any tensor, constant or cast is 16-bit, else
 /// 1e-4 (transcendentals in f32), as the template's GPU tests use.
 pub fn graph_tolerance(g: &ExprGraph) -> f64 {
-    let mut narrow = g.inputs.iter().any(|i| i.dtype.size_bytes() == 2) || g.outputs.iter().any(|o| o.dtype.size_bytes() == 2);
+    let mut narrow = g.inputs.iter().any(|i| i.dtype.size_bytes() == 2)
+        || g.outputs.iter().any(|o| o.dtype.size_bytes() == 2);
     for n in &g.nodes {
         match *n {
-            Node::Const { dtype, .. } | Node::Unary { op: UnaryOp::Cast(dtype), .. } => narrow |= dtype.size_bytes() == 2,
+            Node::Const { dtype, .. }
+            | Node::Unary {
+                op: UnaryOp::Cast(dtype),
+                ..
+            } => narrow |= dtype.size_bytes() == 2,
             _ => {}
         }
     }
@@ -221,11 +243,18 @@ impl MemoryOp for ElementwiseTemplate {
         outputs: &mut [DeviceBuffer],
     ) -> Result<(), LaunchError> {
         let ins: Vec<DeviceSlice<'_>> = inputs.iter().map(DeviceSlice::whole).collect();
-        let mut outs: Vec<DeviceSliceMut<'_>> = outputs.iter_mut().map(DeviceSliceMut::whole).collect();
+        let mut outs: Vec<DeviceSliceMut<'_>> =
+            outputs.iter_mut().map(DeviceSliceMut::whole).collect();
         enqueue_elementwise(f, p, c, stream, &ins, &mut outs)
     }
 
-    fn compare_outputs(&self, p: &ElementwiseProblem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
+    fn compare_outputs(
+        &self,
+        p: &ElementwiseProblem,
+        inputs: &[HostMatrix],
+        outputs: &[HostMatrix],
+        seed: u64,
+    ) -> VerifyReport {
         let g = &p.graph;
         let bound = graph_tolerance(g);
         let cols = p.cols as usize;
@@ -250,8 +279,13 @@ impl MemoryOp for ElementwiseTemplate {
                     bound,
                 };
             };
-            let finite: Vec<f64> = wants.iter().map(|w| w[o]).filter(|v| v.is_finite()).collect();
-            let rms = (finite.iter().map(|v| v * v).sum::<f64>() / finite.len().max(1) as f64).sqrt();
+            let finite: Vec<f64> = wants
+                .iter()
+                .map(|w| w[o])
+                .filter(|v| v.is_finite())
+                .collect();
+            let rms =
+                (finite.iter().map(|v| v * v).sum::<f64>() / finite.len().max(1) as f64).sqrt();
             let floor = 1e-2 * rms.max(1e-3);
             for (&(r, c), w) in points.iter().zip(&wants) {
                 let i = r * cols + c;
@@ -259,11 +293,19 @@ impl MemoryOp for ElementwiseTemplate {
                 worst = worst.max(scaled_error(got, w[o], spec.dtype, floor));
             }
         }
-        VerifyReport { rel_err: worst, bound }
+        VerifyReport {
+            rel_err: worst,
+            bound,
+        }
     }
 
     fn tune_space(&self, p: &ElementwiseProblem, arch: Arch) -> Vec<ElementwiseConfig> {
-        let narrow = p.vector_tensor_sizes().into_iter().min().unwrap_or(4).max(1) as u32;
+        let narrow = p
+            .vector_tensor_sizes()
+            .into_iter()
+            .min()
+            .unwrap_or(4)
+            .max(1) as u32;
         let all = self.valid_space(p, arch);
         let mut strides: Vec<u32> = all
             .iter()
@@ -306,7 +348,10 @@ fn row_floor(p: &RowProblem, row: &[f64], wmax: f64) -> f64 {
 
 impl MemoryOp for RowReduceTemplate {
     fn tensors(&self, p: &RowProblem) -> (Vec<TensorSpec>, Vec<TensorSpec>) {
-        let spec = |elems| TensorSpec { dtype: p.dtype, elems };
+        let spec = |elems| TensorSpec {
+            dtype: p.dtype,
+            elems,
+        };
         let t = p.tensors();
         let ins = t.iter().filter(|t| !t.2).map(|t| spec(t.1)).collect();
         let outs = t.iter().filter(|t| t.2).map(|t| spec(t.1)).collect();
@@ -326,7 +371,11 @@ impl MemoryOp for RowReduceTemplate {
         inputs: &[DeviceBuffer],
         outputs: &mut [DeviceBuffer],
     ) -> Result<(), LaunchError> {
-        let arity = |what, expected, got| LaunchError::Arity { what, expected, got };
+        let arity = |what, expected, got| LaunchError::Arity {
+            what,
+            expected,
+            got,
+        };
         let (ni, no) = {
             let (i, o) = self.tensors(p);
             (i.len(), o.len())
@@ -339,9 +388,21 @@ impl MemoryOp for RowReduceTemplate {
         }
         let mut ins = inputs.iter();
         let x = DeviceSlice::whole(ins.next().ok_or(arity("inputs", ni, 0))?);
-        let residual = if p.residual { ins.next().map(DeviceSlice::whole) } else { None };
-        let weight = if p.op.has_weight() { ins.next().map(DeviceSlice::whole) } else { None };
-        let bias = if p.op.has_bias() { ins.next().map(DeviceSlice::whole) } else { None };
+        let residual = if p.residual {
+            ins.next().map(DeviceSlice::whole)
+        } else {
+            None
+        };
+        let weight = if p.op.has_weight() {
+            ins.next().map(DeviceSlice::whole)
+        } else {
+            None
+        };
+        let bias = if p.op.has_bias() {
+            ins.next().map(DeviceSlice::whole)
+        } else {
+            None
+        };
         let (y, rest) = outputs.split_first_mut().ok_or(arity("outputs", no, 0))?;
         let residual_out = rest.first_mut().map(DeviceSliceMut::whole);
         let bufs = RowBuffers {
@@ -355,7 +416,13 @@ impl MemoryOp for RowReduceTemplate {
         enqueue_rows(f, p, c, stream, bufs)
     }
 
-    fn compare_outputs(&self, p: &RowProblem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
+    fn compare_outputs(
+        &self,
+        p: &RowProblem,
+        inputs: &[HostMatrix],
+        outputs: &[HostMatrix],
+        seed: u64,
+    ) -> VerifyReport {
         let bound = p.dtype.rel_tolerance();
         let fail = VerifyReport {
             rel_err: f64::INFINITY,
@@ -365,11 +432,23 @@ impl MemoryOp for RowReduceTemplate {
         let mut ins = inputs.iter();
         let Some(x) = ins.next() else { return fail };
         let residual = if p.residual { ins.next() } else { None };
-        let weight: Option<Vec<f64>> = if p.op.has_weight() { ins.next().map(HostMatrix::to_f64) } else { None };
-        let bias: Option<Vec<f64>> = if p.op.has_bias() { ins.next().map(HostMatrix::to_f64) } else { None };
-        let Some(y) = outputs.first() else { return fail };
+        let weight: Option<Vec<f64>> = if p.op.has_weight() {
+            ins.next().map(HostMatrix::to_f64)
+        } else {
+            None
+        };
+        let bias: Option<Vec<f64>> = if p.op.has_bias() {
+            ins.next().map(HostMatrix::to_f64)
+        } else {
+            None
+        };
+        let Some(y) = outputs.first() else {
+            return fail;
+        };
         let h_out = outputs.get(1);
-        let wmax = weight.as_ref().map_or(1.0, |w| w.iter().fold(0.0f64, |a, v| a.max(v.abs())));
+        let wmax = weight
+            .as_ref()
+            .map_or(1.0, |w| w.iter().fold(0.0f64, |a, v| a.max(v.abs())));
         let mut worst = 0.0f64;
         for r in sample_rows(p.rows, seed) {
             let base = r * cols;
@@ -382,22 +461,35 @@ impl MemoryOp for RowReduceTemplate {
             if p.residual {
                 let Some(h) = h_out else { return fail };
                 for (c, want) in src.iter().enumerate() {
-                    let got = if base + c < h.len() { h.at(base + c) } else { f64::NAN };
+                    let got = if base + c < h.len() {
+                        h.at(base + c)
+                    } else {
+                        f64::NAN
+                    };
                     worst = worst.max(scaled_error(got, *want, p.dtype, 1e-3));
                 }
             }
             let want = match p.op {
                 RowOp::Softmax => softmax_row(&src),
-                RowOp::LayerNorm { .. } => layernorm_row(&src, weight.as_deref(), bias.as_deref(), p.eps as f64),
+                RowOp::LayerNorm { .. } => {
+                    layernorm_row(&src, weight.as_deref(), bias.as_deref(), p.eps as f64)
+                }
                 RowOp::RmsNorm { .. } => rmsnorm_row(&src, weight.as_deref(), p.eps as f64),
             };
             let floor = row_floor(p, &src, wmax);
             for (c, w) in want.iter().enumerate() {
-                let got = if base + c < y.len() { y.at(base + c) } else { f64::NAN };
+                let got = if base + c < y.len() {
+                    y.at(base + c)
+                } else {
+                    f64::NAN
+                };
                 worst = worst.max(scaled_error(got, *w, p.dtype, floor));
             }
         }
-        VerifyReport { rel_err: worst, bound }
+        VerifyReport {
+            rel_err: worst,
+            bound,
+        }
     }
 
     fn tune_space(&self, p: &RowProblem, arch: Arch) -> Vec<RowConfig> {
@@ -412,7 +504,9 @@ impl MemoryOp for RowReduceTemplate {
             .filter(|c| c.vec == widest && c.block_threads() >= 64)
             .filter(|c| match c.strategy {
                 RowStrategy::Registers { .. } => true,
-                RowStrategy::Looped { unroll } => (2..=4).contains(&unroll) && c.threads_per_row >= 32,
+                RowStrategy::Looped { unroll } => {
+                    (2..=4).contains(&unroll) && c.threads_per_row >= 32
+                }
             })
             .collect()
     }
@@ -452,13 +546,23 @@ impl<T: MemoryOp> Template for MemorySpace<T> {
     fn space(&self, problem: &T::Problem, arch: Arch) -> Vec<T::Config> {
         cap_evenly(&self.inner.tune_space(problem, arch), self.limit)
     }
-    fn check(&self, problem: &T::Problem, config: &T::Config, arch: Arch) -> Result<(), ConstraintViolation> {
+    fn check(
+        &self,
+        problem: &T::Problem,
+        config: &T::Config,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
         self.inner.check(problem, config, arch)
     }
     fn default_config(&self, problem: &T::Problem, arch: Arch) -> T::Config {
         self.inner.default_config(problem, arch)
     }
-    fn emit(&self, problem: &T::Problem, config: &T::Config, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        problem: &T::Problem,
+        config: &T::Config,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.inner.emit(problem, config, arch)
     }
     fn launch(&self, problem: &T::Problem, config: &T::Config) -> LaunchDims {
@@ -487,7 +591,13 @@ impl<T: MemoryOp> MemoryOp for MemorySpace<T> {
     ) -> Result<(), LaunchError> {
         self.inner.enqueue(f, p, c, stream, inputs, outputs)
     }
-    fn compare_outputs(&self, p: &T::Problem, inputs: &[HostMatrix], outputs: &[HostMatrix], seed: u64) -> VerifyReport {
+    fn compare_outputs(
+        &self,
+        p: &T::Problem,
+        inputs: &[HostMatrix],
+        outputs: &[HostMatrix],
+        seed: u64,
+    ) -> VerifyReport {
         self.inner.compare_outputs(p, inputs, outputs, seed)
     }
     fn tune_space(&self, p: &T::Problem, arch: Arch) -> Vec<T::Config> {
@@ -509,7 +619,14 @@ fn draw_inputs(specs: &[TensorSpec], seed: u64) -> Vec<HostMatrix> {
     specs
         .iter()
         .enumerate()
-        .map(|(i, s)| HostMatrix::seeded(super::inputs::mix64(seed.wrapping_mul(8).wrapping_add(i as u64)), s.elems as usize, s.dtype, 1.0))
+        .map(|(i, s)| {
+            HostMatrix::seeded(
+                super::inputs::mix64(seed.wrapping_mul(8).wrapping_add(i as u64)),
+                s.elems as usize,
+                s.dtype,
+                1.0,
+            )
+        })
         .collect()
 }
 
@@ -534,13 +651,20 @@ impl GpuContext<MemoryState> {
             .iter()
             .map(|s| {
                 let mut b = self.alloc(s.bytes() as usize)?;
-                b.fill_u8(0xFF, &self.stream).map_err(|e| runtime_failure("poisoning an output", e))?;
+                b.fill_u8(0xFF, &self.stream)
+                    .map_err(|e| runtime_failure("poisoning an output", e))?;
                 Ok(b)
             })
             .collect()
     }
 
-    fn ensure_timing(&mut self, key: String, ins: &[TensorSpec], outs: &[TensorSpec], sets: usize) -> Result<(), CandidateError> {
+    fn ensure_timing(
+        &mut self,
+        key: String,
+        ins: &[TensorSpec],
+        outs: &[TensorSpec],
+        sets: usize,
+    ) -> Result<(), CandidateError> {
         if self.op.timing_problem.as_ref() == Some(&key) && self.op.timing.len() == sets {
             return Ok(());
         }
@@ -548,11 +672,16 @@ impl GpuContext<MemoryState> {
         self.op.timing_problem = None;
         for s in 0..sets as u64 {
             let host = draw_inputs(ins, TIMING_SEED.wrapping_add(s * 0x1000));
-            let inputs = host.iter().map(|h| self.upload(h)).collect::<Result<Vec<_>, _>>()?;
+            let inputs = host
+                .iter()
+                .map(|h| self.upload(h))
+                .collect::<Result<Vec<_>, _>>()?;
             let outputs = self.poisoned_outputs(outs)?;
             self.op.timing.push(TimingSet { inputs, outputs });
         }
-        self.stream.synchronize().map_err(|e| runtime_failure("timing inputs", e))?;
+        self.stream
+            .synchronize()
+            .map_err(|e| runtime_failure("timing inputs", e))?;
         self.op.timing_problem = Some(key);
         Ok(())
     }
@@ -562,7 +691,11 @@ impl GpuContext<MemoryState> {
 pub type MemoryGpuBackend<T> = GpuBackend<MemoryState, T>;
 
 impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
-    fn compile(&self, task: &TuneTask<'_, T>, config: &T::Config) -> Result<ResourceUsage, CandidateError> {
+    fn compile(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+    ) -> Result<ResourceUsage, CandidateError> {
         compile_config(self.cache(), task, config)
     }
 
@@ -574,7 +707,12 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
         self.compile_jobs()
     }
 
-    fn verify(&self, task: &TuneTask<'_, T>, config: &T::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
+    fn verify(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+        seed: u64,
+    ) -> Result<VerifyReport, CandidateError> {
         let t = task.template;
         let p = task.problem;
         let limit = self.watchdog();
@@ -582,7 +720,10 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
         let host = draw_inputs(&in_specs, seed);
         self.with_gpu(|g| {
             let f = self.function(g, task, config)?;
-            let inputs = host.iter().map(|h| g.upload(h)).collect::<Result<Vec<_>, _>>()?;
+            let inputs = host
+                .iter()
+                .map(|h| g.upload(h))
+                .collect::<Result<Vec<_>, _>>()?;
             let mut outputs = g.poisoned_outputs(&out_specs)?;
             t.enqueue(&f, p, config, &g.stream, &inputs, &mut outputs)
                 .map_err(launch_failure)?;
@@ -595,7 +736,10 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
                     2 => {
                         let mut bits: Vec<u16> = b.download(&g.stream).map_err(fail)?;
                         bits.truncate(n);
-                        HostMatrix::Half { dtype: s.dtype, bits }
+                        HostMatrix::Half {
+                            dtype: s.dtype,
+                            bits,
+                        }
                     }
                     _ => {
                         let mut v: Vec<f32> = b.download(&g.stream).map_err(fail)?;
@@ -606,13 +750,23 @@ impl<T: MemoryOp> TuneBackend<T> for MemoryGpuBackend<T> {
             }
             let report = t.compare_outputs(p, &host, &decoded, seed);
             if !report.passed() {
-                tracing::debug!(kernel = f.name(), rel_err = report.rel_err, bound = report.bound, "memory kernel failed verification");
+                tracing::debug!(
+                    kernel = f.name(),
+                    rel_err = report.rel_err,
+                    bound = report.bound,
+                    "memory kernel failed verification"
+                );
             }
             Ok(report)
         })
     }
 
-    fn time(&self, task: &TuneTask<'_, T>, config: &T::Config, protocol: &MeasureProtocol) -> Result<TimingStats, CandidateError> {
+    fn time(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+        protocol: &MeasureProtocol,
+    ) -> Result<TimingStats, CandidateError> {
         let t = task.template;
         let p = task.problem;
         let limit = self.watchdog();
@@ -649,10 +803,19 @@ mod tests {
         let p = chain8(32768, 4096);
         let s = MemorySpace::new(t, None);
         let space = s.space(&p, Arch::Sm90a);
-        assert!((12..=DEFAULT_SPACE_LIMIT).contains(&space.len()), "{}", space.len());
+        assert!(
+            (12..=DEFAULT_SPACE_LIMIT).contains(&space.len()),
+            "{}",
+            space.len()
+        );
         assert!(space.iter().all(|c| t.check(&p, c, Arch::Sm90a).is_ok()));
-        assert!(space.iter().any(|c| c.vec == 8 && c.unroll >= 2), "16-byte accesses, several in flight");
-        assert!(space.iter().any(|c| matches!(c.grid, GridMode::Stride { .. })));
+        assert!(
+            space.iter().any(|c| c.vec == 8 && c.unroll >= 2),
+            "16-byte accesses, several in flight"
+        );
+        assert!(space
+            .iter()
+            .any(|c| matches!(c.grid, GridMode::Stride { .. })));
         for rp in [
             RowProblem::softmax(16384, 3072, DType::Bf16),
             RowProblem::layernorm(65536, 768, DType::Bf16, true, true, 1e-5),
@@ -660,9 +823,20 @@ mod tests {
         ] {
             let s = MemorySpace::new(RowReduceTemplate, None);
             let space = s.space(&rp, Arch::Sm90a);
-            assert!((4..=DEFAULT_SPACE_LIMIT).contains(&space.len()), "{rp:?}: {}", space.len());
-            assert!(space.iter().all(|c| RowReduceTemplate.check(&rp, c, Arch::Sm90a).is_ok()));
-            assert!(space.iter().all(|c| c.vec * rp.dtype.size_bytes() as u32 == 16), "{rp:?}");
+            assert!(
+                (4..=DEFAULT_SPACE_LIMIT).contains(&space.len()),
+                "{rp:?}: {}",
+                space.len()
+            );
+            assert!(space
+                .iter()
+                .all(|c| RowReduceTemplate.check(&rp, c, Arch::Sm90a).is_ok()));
+            assert!(
+                space
+                    .iter()
+                    .all(|c| c.vec * rp.dtype.size_bytes() as u32 == 16),
+                "{rp:?}"
+            );
         }
         assert_eq!(MemorySpace::new(t, Some(5)).space(&p, Arch::Sm90a).len(), 5);
     }
@@ -705,9 +879,15 @@ mod tests {
         let ok = t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1);
         assert!(ok.passed() && ok.rel_err == 0.0, "{ok:?}");
         y[3 * 40 + 2] += 1.0;
-        assert!(!t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1).passed());
+        assert!(!t
+            .compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1)
+            .passed());
         y[3 * 40 + 2] = f64::NAN;
-        assert_eq!(t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1).rel_err, f64::INFINITY);
+        assert_eq!(
+            t.compare_outputs(&p, &host, &[host_from_f64(DType::Bf16, &y)], 1)
+                .rel_err,
+            f64::INFINITY
+        );
         assert!(!t.compare_outputs(&p, &host, &[], 1).passed());
     }
 
@@ -727,7 +907,16 @@ mod tests {
             let residual = p.residual.then(|| k.next().unwrap().as_slice());
             let weight = p.op.has_weight().then(|| k.next().unwrap().as_slice());
             let bias = p.op.has_bias().then(|| k.next().unwrap().as_slice());
-            let want = row_reduce_f64(&p, &RowInputs { x, residual, weight, bias }).unwrap();
+            let want = row_reduce_f64(
+                &p,
+                &RowInputs {
+                    x,
+                    residual,
+                    weight,
+                    bias,
+                },
+            )
+            .unwrap();
             let mut y = want.y.clone();
             let enc = |y: &[f64]| {
                 let mut v = vec![host_from_f64(p.dtype, y)];
@@ -761,8 +950,14 @@ mod tests {
     fn nonfinite_classes_must_match() {
         assert_eq!(scaled_error(f64::NAN, f64::NAN, DType::F32, 1.0), 0.0);
         assert_eq!(scaled_error(1.0, f64::NAN, DType::F32, 1.0), f64::INFINITY);
-        assert_eq!(scaled_error(f64::INFINITY, f64::INFINITY, DType::F32, 1.0), 0.0);
-        assert_eq!(scaled_error(f64::NEG_INFINITY, f64::INFINITY, DType::F32, 1.0), f64::INFINITY);
+        assert_eq!(
+            scaled_error(f64::INFINITY, f64::INFINITY, DType::F32, 1.0),
+            0.0
+        );
+        assert_eq!(
+            scaled_error(f64::NEG_INFINITY, f64::INFINITY, DType::F32, 1.0),
+            f64::INFINITY
+        );
         assert!(scaled_error(1.001, 1.0, DType::Bf16, 1e-3) < 2e-2);
     }
 }

@@ -40,7 +40,6 @@ pub mod memory_backend;
 pub mod tune;
 
 pub use backend::GemmGpuBackend;
-pub use gpu_backend::GpuBackend;
 pub use buffers::{GemmBuffers, GemmLaunchError};
 pub use error::{FamilyRejection, SynthError};
 pub use family::{CappedSpace, ConfigFilter, GemmFamily};
@@ -48,15 +47,16 @@ pub use gemm::{
     family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel,
     GemmSpec,
 };
+pub use gpu_backend::GpuBackend;
 pub use memory::MemoryTuneReport;
 pub use memory_backend::{MemoryGpuBackend, MemoryOp, MemorySpace};
 pub use tune::{tflops, GemmTuneReport, StrategyKind, TuneRequest};
 
 use crate::aot::KernelCache;
+use crate::profiler::ProfileStore;
 use crate::templates::gemm::wgmma::WgmmaGemm;
 use crate::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use crate::templates::Template;
-use crate::profiler::ProfileStore;
 use crate::tuner::{
     CostModel, DbEntry, DeviceFacts, DeviceKey, Exhaustive, Guided, LookupPolicy, MeasureProtocol,
     RandomSearch, Strategy, TemplateCostModel, TimingStats, TuneBackend, TuneOptions, Tuner,
@@ -364,8 +364,8 @@ impl Synth {
     ) -> Option<Arc<dyn CostModel>> {
         let info = self.device.info();
         let mut facts = DeviceFacts::for_device(info)?;
-        let saved = ProfileStore::open_default()
-            .and_then(|s| s.load(&crate::profiler::profile_key(info)));
+        let saved =
+            ProfileStore::open_default().and_then(|s| s.load(&crate::profiler::profile_key(info)));
         match saved {
             Ok(Some(profile)) => facts = facts.with_profile(&profile),
             Ok(None) => {}
@@ -374,7 +374,10 @@ impl Synth {
         let model = TemplateCostModel::new(t.clone(), *p, facts);
         let default = serde_json::to_value(t.default_config(p, self.arch)).ok()?;
         if model.estimate(&default).is_none() {
-            tracing::debug!(template = t.name(), "template has no cost model; guided search runs unseeded");
+            tracing::debug!(
+                template = t.name(),
+                "template has no cost model; guided search runs unseeded"
+            );
             return None;
         }
         Some(Arc::new(model))

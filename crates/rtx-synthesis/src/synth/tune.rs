@@ -2,7 +2,8 @@
 
 use crate::templates::gemm::GemmProblem;
 use crate::tuner::{
-    Budget, CandidateRecord, DbEntry, MeasureProtocol, ProgressSnapshot, ReplayTable, TuneOutcome, TuneProgress, WorkerCommand, WorkerStats,
+    Budget, CandidateRecord, DbEntry, MeasureProtocol, ProgressSnapshot, ReplayTable, TuneOutcome,
+    TuneProgress, WorkerCommand, WorkerStats,
 };
 use std::str::FromStr;
 use std::time::Duration;
@@ -26,7 +27,9 @@ impl FromStr for StrategyKind {
             "guided" => Ok(StrategyKind::Guided),
             "exhaustive" => Ok(StrategyKind::Exhaustive),
             "random" => Ok(StrategyKind::Random),
-            _ => Err(format!("unknown strategy `{s}` (guided, exhaustive, random)")),
+            _ => Err(format!(
+                "unknown strategy `{s}` (guided, exhaustive, random)"
+            )),
         }
     }
 }
@@ -64,7 +67,9 @@ impl TuneRequest<'_> {
         match (self.compile_batch, self.strategy) {
             (Some(n), _) => n.max(1),
             (None, StrategyKind::Guided) => 4,
-            (None, _) => std::thread::available_parallelism().map_or(4, |n| n.get()).clamp(4, 16),
+            (None, _) => std::thread::available_parallelism()
+                .map_or(4, |n| n.get())
+                .clamp(4, 16),
         }
     }
 }
@@ -180,10 +185,22 @@ mod tests {
 
     #[test]
     fn strategies_parse() {
-        assert_eq!("guided".parse::<StrategyKind>().unwrap(), StrategyKind::Guided);
-        assert_eq!("exhaustive".parse::<StrategyKind>().unwrap(), StrategyKind::Exhaustive);
-        assert_eq!("random".parse::<StrategyKind>().unwrap(), StrategyKind::Random);
-        assert!("greedy".parse::<StrategyKind>().unwrap_err().contains("greedy"));
+        assert_eq!(
+            "guided".parse::<StrategyKind>().unwrap(),
+            StrategyKind::Guided
+        );
+        assert_eq!(
+            "exhaustive".parse::<StrategyKind>().unwrap(),
+            StrategyKind::Exhaustive
+        );
+        assert_eq!(
+            "random".parse::<StrategyKind>().unwrap(),
+            StrategyKind::Random
+        );
+        assert!("greedy"
+            .parse::<StrategyKind>()
+            .unwrap_err()
+            .contains("greedy"));
     }
 
     #[test]

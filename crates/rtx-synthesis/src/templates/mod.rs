@@ -45,7 +45,11 @@ impl KernelSource {
     /// Content hash of everything that determines the compiled binary except the target.
     pub fn fingerprint(&self) -> blake3::Hash {
         let mut h = blake3::Hasher::new();
-        for part in [self.entry.as_bytes(), self.code.as_bytes(), self.template.as_bytes()] {
+        for part in [
+            self.entry.as_bytes(),
+            self.code.as_bytes(),
+            self.template.as_bytes(),
+        ] {
             h.update(&(part.len() as u64).to_le_bytes());
             h.update(part);
         }
@@ -84,11 +88,21 @@ pub trait Template: Send + Sync {
     /// Every config of the raw parameter space for this problem (may include invalid ones).
     fn space(&self, problem: &Self::Problem, arch: Arch) -> Vec<Self::Config>;
     /// Checks the declared constraints; `Ok` means [`Template::emit`] will succeed.
-    fn check(&self, problem: &Self::Problem, config: &Self::Config, arch: Arch) -> Result<(), ConstraintViolation>;
+    fn check(
+        &self,
+        problem: &Self::Problem,
+        config: &Self::Config,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation>;
     /// A config that is valid for any problem this template accepts on `arch`.
     fn default_config(&self, problem: &Self::Problem, arch: Arch) -> Self::Config;
     /// Generates the kernel; checks the constraints first.
-    fn emit(&self, problem: &Self::Problem, config: &Self::Config, arch: Arch) -> Result<KernelSource, ConstraintViolation>;
+    fn emit(
+        &self,
+        problem: &Self::Problem,
+        config: &Self::Config,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation>;
     /// Launch shape for this problem and config.
     fn launch(&self, problem: &Self::Problem, config: &Self::Config) -> LaunchDims;
     /// A rough "simplicity" score (lower is simpler); ties in measured time go to the simpler config.

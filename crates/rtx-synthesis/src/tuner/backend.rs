@@ -182,7 +182,9 @@ impl CandidateError {
     pub fn poisons_context(&self) -> bool {
         matches!(
             self,
-            CandidateError::Fault(_) | CandidateError::Timeout { .. } | CandidateError::WorkerCrashed(_)
+            CandidateError::Fault(_)
+                | CandidateError::Timeout { .. }
+                | CandidateError::WorkerCrashed(_)
         )
     }
 }
@@ -217,11 +219,20 @@ impl<'s> CompileSink<'s> {
 pub trait TuneBackend<T: Template>: Sync {
     /// Compiles `config` (idempotent: a second call for the same config may hit a cache) and
     /// reports its resource use.
-    fn compile(&self, task: &TuneTask<'_, T>, config: &T::Config) -> Result<ResourceUsage, CandidateError>;
+    fn compile(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+    ) -> Result<ResourceUsage, CandidateError>;
 
     /// Runs `config` once on FRESH random inputs drawn from `seed` (the tuner passes a new seed
     /// on every call) and compares the output with a reference.
-    fn verify(&self, task: &TuneTask<'_, T>, config: &T::Config, seed: u64) -> Result<VerifyReport, CandidateError>;
+    fn verify(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+        seed: u64,
+    ) -> Result<VerifyReport, CandidateError>;
 
     /// Times `config` under `protocol` (L2 flush / input rotation between samples as it asks).
     fn time(
@@ -258,10 +269,15 @@ pub trait TuneBackend<T: Template>: Sync {
                     if i >= configs.len() || sink.is_cancelled() {
                         break;
                     }
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.compile(task, &configs[i])));
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.compile(task, &configs[i])
+                    }));
                     match r {
                         Ok(r) => sink.emit(i, r),
-                        Err(_) => sink.emit(i, Err(CandidateError::Compile("the compiler panicked".into()))),
+                        Err(_) => sink.emit(
+                            i,
+                            Err(CandidateError::Compile("the compiler panicked".into())),
+                        ),
                     }
                 });
             }
@@ -325,12 +341,21 @@ mod tests {
                 "unmeasurable"
             ]
         );
-        let statics: Vec<_> = all.iter().filter(|e| e.is_static()).map(|e| e.kind()).collect();
+        let statics: Vec<_> = all
+            .iter()
+            .filter(|e| e.is_static())
+            .map(|e| e.kind())
+            .collect();
         assert_eq!(statics, ["rejected", "compile", "resources"]);
-        let poison: Vec<_> = all.iter().filter(|e| e.poisons_context()).map(|e| e.kind()).collect();
+        let poison: Vec<_> = all
+            .iter()
+            .filter(|e| e.poisons_context())
+            .map(|e| e.kind())
+            .collect();
         assert_eq!(poison, ["fault", "timeout", "worker_crashed"]);
         for e in &all {
-            let back: CandidateError = serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
+            let back: CandidateError =
+                serde_json::from_str(&serde_json::to_string(e).unwrap()).unwrap();
             assert_eq!(&back, e);
         }
     }

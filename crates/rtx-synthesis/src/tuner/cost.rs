@@ -152,7 +152,8 @@ pub fn cost_model_for_table(table: &ReplayTable) -> Option<Arc<dyn CostModel>> {
     match table.template.as_str() {
         crate::templates::gemm::wgmma::NAME => {
             let problem = gemm_problem_from_text(&table.problem)?;
-            let cc = compute_capability_in(&table.device).unwrap_or(Arch::Sm90a.compute_capability());
+            let cc =
+                compute_capability_in(&table.device).unwrap_or(Arch::Sm90a.compute_capability());
             let device = DeviceFacts::lookup(&table.device, cc)?;
             let template = WgmmaGemm::new(device.sm_count);
             Some(Arc::new(TemplateCostModel::new(template, problem, device)))
@@ -167,7 +168,9 @@ pub fn cost_model_for_table(table: &ReplayTable) -> Option<Arc<dyn CostModel>> {
 /// `(major, minor)` from a device description such as `"NVIDIA H200 (cc 9.0, driver 13.0)"`.
 fn compute_capability_in(device: &str) -> Option<(u32, u32)> {
     let rest = &device[device.find("cc ")? + 3..];
-    let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(rest.len());
     let (a, b) = rest[..end].split_once('.')?;
     Some((a.parse().ok()?, b.parse().ok()?))
 }
@@ -227,7 +230,11 @@ pub fn gemm_problem_from_text(text: &str) -> Option<GemmProblem> {
         [a, b] => (layout_of(*a)?, layout_of(*b)?),
         _ => return None,
     };
-    let dims: Vec<u32> = words.next()?.split('x').map(|d| d.parse().ok()).collect::<Option<_>>()?;
+    let dims: Vec<u32> = words
+        .next()?
+        .split('x')
+        .map(|d| d.parse().ok())
+        .collect::<Option<_>>()?;
     match dims.as_slice() {
         [m, n, k] => Some(GemmProblem::new(*m, *n, *k, dtype, la, lb)),
         _ => None,
@@ -243,9 +250,15 @@ mod tests {
     fn problems_parse_from_both_recorded_forms() {
         let p = GemmProblem::new(256, 8192, 4096, DType::Bf16, Layout::Row, Layout::Col);
         let back = gemm_problem_from_text(&format!("{p:?}")).unwrap();
-        assert_eq!((back.m, back.n, back.k, back.dtype, back.layout_b), (256, 8192, 4096, DType::Bf16, Layout::Col));
+        assert_eq!(
+            (back.m, back.n, back.k, back.dtype, back.layout_b),
+            (256, 8192, 4096, DType::Bf16, Layout::Col)
+        );
         let short = gemm_problem_from_text("bf16 NT 4096x2048x1024").unwrap();
-        assert_eq!((short.m, short.n, short.k, short.layout_a, short.layout_b), (4096, 2048, 1024, Layout::Row, Layout::Col));
+        assert_eq!(
+            (short.m, short.n, short.k, short.layout_a, short.layout_b),
+            (4096, 2048, 1024, Layout::Row, Layout::Col)
+        );
         assert!(gemm_problem_from_text("bf16 NT 4096x2048").is_none());
         assert!(gemm_problem_from_text("GemmProblem { m: 4, n: 4 }").is_none());
         assert!(gemm_problem_from_text("").is_none());
@@ -253,7 +266,10 @@ mod tests {
 
     #[test]
     fn device_descriptions_give_compute_capability() {
-        assert_eq!(compute_capability_in("NVIDIA H200 (cc 9.0, driver 13.0)"), Some((9, 0)));
+        assert_eq!(
+            compute_capability_in("NVIDIA H200 (cc 9.0, driver 13.0)"),
+            Some((9, 0))
+        );
         assert_eq!(compute_capability_in("NVIDIA H200"), None);
     }
 
@@ -261,11 +277,17 @@ mod tests {
     fn measured_ceilings_replace_datasheet_figures() {
         let f = DeviceFacts::lookup("NVIDIA H200", (9, 0)).unwrap();
         assert_eq!(f.sm_count, 132);
-        let mut profile = crate::profiler::measure::new_profile(&rtx_runtime::DeviceInfo::example_sm90(), Default::default());
+        let mut profile = crate::profiler::measure::new_profile(
+            &rtx_runtime::DeviceInfo::example_sm90(),
+            Default::default(),
+        );
         profile.measured.bf16_tflops = Some(700.0);
         profile.measured.copy_gbps = Some(4000.0);
         let g = f.clone().with_profile(&profile);
-        assert_eq!((g.tensor_16bit_tflops, g.dram_gbps, g.sm_count), (700.0, 4000.0, 132));
+        assert_eq!(
+            (g.tensor_16bit_tflops, g.dram_gbps, g.sm_count),
+            (700.0, 4000.0, 132)
+        );
         assert_eq!(g.tensor_tflops(DType::F16), Some(700.0));
     }
 

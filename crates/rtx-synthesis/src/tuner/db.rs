@@ -221,13 +221,17 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Vec<DbEntry>, DbError> {
     let len = u64::from_le_bytes(len);
     let body = &bytes[HEADER_LEN..];
     if body.len() as u64 != len {
-        return Err(corrupt(format!("body is {} bytes, header says {len}", body.len())));
+        return Err(corrupt(format!(
+            "body is {} bytes, header says {len}",
+            body.len()
+        )));
     }
     if blake3::hash(body).as_bytes() != &bytes[20..52] {
         return Err(corrupt("checksum mismatch".into()));
     }
-    let (b, used): (DbBody, usize) = bincode::serde::decode_from_slice(body, bincode::config::standard())
-        .map_err(|e| corrupt(format!("undecodable body: {e}")))?;
+    let (b, used): (DbBody, usize) =
+        bincode::serde::decode_from_slice(body, bincode::config::standard())
+            .map_err(|e| corrupt(format!("undecodable body: {e}")))?;
     if used != body.len() {
         return Err(corrupt(format!("{} trailing bytes", body.len() - used)));
     }
@@ -457,7 +461,8 @@ impl TuningDb {
         ));
         let result = (|| {
             let mut f = File::create(&tmp).map_err(io_err(&tmp, "create temp file"))?;
-            f.write_all(&bytes).map_err(io_err(&tmp, "write temp file"))?;
+            f.write_all(&bytes)
+                .map_err(io_err(&tmp, "write temp file"))?;
             f.sync_all().map_err(io_err(&tmp, "sync temp file"))?;
             fs::rename(&tmp, &self.path).map_err(io_err(&self.path, "rename temp file over"))
         })();
@@ -479,10 +484,12 @@ impl TuningDb {
 
     /// Stores `entry`, replacing any entry with the same key (a new tuning run is authoritative).
     pub fn insert(&mut self, entry: DbEntry) -> Result<(), DbError> {
-        self.update(|entries| match entries.iter().position(|e| e.key == entry.key) {
-            Some(i) => entries[i] = entry,
-            None => entries.push(entry),
-        })
+        self.update(
+            |entries| match entries.iter().position(|e| e.key == entry.key) {
+                Some(i) => entries[i] = entry,
+                None => entries.push(entry),
+            },
+        )
     }
 
     /// Removes the entry for `key`; true if there was one.
@@ -499,7 +506,11 @@ impl TuningDb {
     pub fn merge(&mut self, incoming: Vec<DbEntry>) -> Result<MergeReport, DbError> {
         self.update(|entries| {
             let mut report = MergeReport::default();
-            let mut at: HashMap<TuneKey, usize> = entries.iter().enumerate().map(|(i, e)| (e.key.clone(), i)).collect();
+            let mut at: HashMap<TuneKey, usize> = entries
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.key.clone(), i))
+                .collect();
             for e in incoming {
                 if !(e.winner.stats.median_us.is_finite() && e.winner.stats.median_us >= 0.0) {
                     report.refused += 1;
@@ -534,7 +545,8 @@ impl TuningDb {
 
     /// Parses a JSON export and [`TuningDb::merge`]s it.
     pub fn import_json(&mut self, json: &str) -> Result<MergeReport, DbError> {
-        let export: DbExport = serde_json::from_str(json).map_err(|e| DbError::Json(e.to_string()))?;
+        let export: DbExport =
+            serde_json::from_str(json).map_err(|e| DbError::Json(e.to_string()))?;
         if export.format != EXPORT_FORMAT {
             return Err(DbError::Json(format!(
                 "format is `{}`, expected `{EXPORT_FORMAT}`",
@@ -552,7 +564,11 @@ impl TuningDb {
 
     /// The exact entry for `key`, else the entries of its family within `max_log2_distance`,
     /// nearest first (ties by shape), each with how it was found.
-    pub fn candidates(&self, key: &TuneKey, max_log2_distance: f64) -> Vec<(&DbEntry, LookupSource)> {
+    pub fn candidates(
+        &self,
+        key: &TuneKey,
+        max_log2_distance: f64,
+    ) -> Vec<(&DbEntry, LookupSource)> {
         let mut out = Vec::new();
         if let Some(e) = self.get(key) {
             out.push((e, LookupSource::Exact));
@@ -738,7 +754,10 @@ mod tests {
         DbEntry {
             key: TuneKey::new(t, &p, Arch::Sm90a, &device()).unwrap(),
             winner: stored(t, &p, id, 10.0),
-            runners_up: runners.iter().map(|&r| stored(t, &p, r, 20.0 + r as f64)).collect(),
+            runners_up: runners
+                .iter()
+                .map(|&r| stored(t, &p, r, 20.0 + r as f64))
+                .collect(),
             meta: EntryMeta {
                 created_unix_s: 1,
                 strategy: "test".into(),
@@ -784,8 +803,14 @@ mod tests {
     }
 
     fn lookup(db: &TuningDb, t: &ToyTemplate, n: u32) -> Lookup<ToyConfig> {
-        db.lookup(t, &ToyProblem { n }, Arch::Sm90a, &device(), &LookupPolicy::default())
-            .unwrap()
+        db.lookup(
+            t,
+            &ToyProblem { n },
+            Arch::Sm90a,
+            &device(),
+            &LookupPolicy::default(),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -844,7 +869,9 @@ mod tests {
         for (bytes, what) in cases {
             fs::write(&path, &bytes).unwrap();
             match TuningDb::open(&path) {
-                Err(DbError::Corrupt { reason, .. }) => assert!(reason.contains(what), "{what}: {reason}"),
+                Err(DbError::Corrupt { reason, .. }) => {
+                    assert!(reason.contains(what), "{what}: {reason}")
+                }
                 other => panic!("{what}: expected Corrupt, got {other:?}"),
             }
             let mut db = TuningDb {
@@ -940,21 +967,29 @@ mod tests {
         let exact = lookup(&db, &t, 64);
         assert_eq!(exact.source, LookupSource::Exact);
         assert_eq!(exact.config.id, 5);
-        assert_eq!(exact.fallbacks.iter().map(|c| c.id).collect::<Vec<_>>(), vec![6, 2]);
+        assert_eq!(
+            exact.fallbacks.iter().map(|c| c.id).collect::<Vec<_>>(),
+            vec![6, 2]
+        );
         assert_eq!(exact.stats.unwrap().median_us, 10.0);
 
         let near = lookup(&db, &t, 100);
         match &near.source {
             LookupSource::NearestBucket { from, distance } => {
                 assert_eq!(from, &vec![64]);
-                assert!((distance - (100f64 / 64.0).log2()).abs() < 1e-12, "{distance}");
+                assert!(
+                    (distance - (100f64 / 64.0).log2()).abs() < 1e-12,
+                    "{distance}"
+                );
             }
             other => panic!("expected the nearest bucket, got {other:?}"),
         }
         assert_eq!(near.config.id, 5);
 
         let near_big = lookup(&db, &t, 900);
-        assert!(matches!(near_big.source, LookupSource::NearestBucket { ref from, .. } if from == &vec![1024]));
+        assert!(
+            matches!(near_big.source, LookupSource::NearestBucket { ref from, .. } if from == &vec![1024])
+        );
 
         // 2^20 is 10 octaves from 1024: beyond the default 4.0 cap.
         let far = lookup(&db, &t, 1 << 20);

@@ -50,7 +50,9 @@ impl LockPolicy {
         match std::env::var(LOCK_ENV) {
             Ok(v) => v.parse(),
             Err(std::env::VarError::NotPresent) => Ok(LockPolicy::Wait),
-            Err(std::env::VarError::NotUnicode(v)) => Err(GpuLockError::BadPolicy(v.to_string_lossy().into_owned())),
+            Err(std::env::VarError::NotUnicode(v)) => {
+                Err(GpuLockError::BadPolicy(v.to_string_lossy().into_owned()))
+            }
         }
     }
 }
@@ -87,7 +89,10 @@ impl std::fmt::Display for Holder {
 }
 
 fn describe(holder: &Option<Holder>) -> String {
-    holder.as_ref().map_or_else(|| "another process (it wrote no name)".to_string(), |h| h.to_string())
+    holder.as_ref().map_or_else(
+        || "another process (it wrote no name)".to_string(),
+        |h| h.to_string(),
+    )
 }
 
 /// Why a GPU lock was not taken.
@@ -155,7 +160,16 @@ fn held_here() -> &'static Mutex<HashMap<PathBuf, Weak<Held>>> {
 
 /// The lock file of device `uuid` under `dir` (characters outside `[A-Za-z0-9-_]` become `_`).
 pub fn lock_path(dir: &Path, uuid: &str) -> PathBuf {
-    let name: String = uuid.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let name: String = uuid
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     dir.join(format!("{name}.lock"))
 }
 
@@ -169,17 +183,29 @@ pub fn read_holder(path: &Path) -> Option<Holder> {
 fn this_holder() -> Holder {
     let mut program: String = std::env::args().collect::<Vec<_>>().join(" ");
     if program.len() > 160 {
-        let cut = (0..=157).rev().find(|&i| program.is_char_boundary(i)).unwrap_or(0);
+        let cut = (0..=157)
+            .rev()
+            .find(|&i| program.is_char_boundary(i))
+            .unwrap_or(0);
         program.truncate(cut);
         program.push_str("...");
     }
-    Holder { pid: std::process::id(), program, since_unix: unix_now() }
+    Holder {
+        pid: std::process::id(),
+        program,
+        since_unix: unix_now(),
+    }
 }
 
 /// Takes the lock of device `uuid` in folder `dir` under `policy`. When another process holds
 /// it and the policy is [`LockPolicy::Wait`], `on_wait` is called once with the holder (if it
 /// could be read) and the call blocks until the lock is free.
-pub fn acquire_in(dir: &Path, uuid: &str, policy: LockPolicy, on_wait: impl FnOnce(Option<&Holder>)) -> Result<GpuLock, GpuLockError> {
+pub fn acquire_in(
+    dir: &Path,
+    uuid: &str,
+    policy: LockPolicy,
+    on_wait: impl FnOnce(Option<&Holder>),
+) -> Result<GpuLock, GpuLockError> {
     if policy == LockPolicy::Off {
         return Ok(GpuLock::none());
     }
@@ -194,12 +220,22 @@ pub fn acquire_in(dir: &Path, uuid: &str, policy: LockPolicy, on_wait: impl FnOn
         move |source| GpuLockError::Io { path, op, source }
     };
     fs::create_dir_all(dir).map_err(io("create folder", dir))?;
-    let mut file =
-        OpenOptions::new().create(true).truncate(false).read(true).write(true).open(&path).map_err(io("open", &path))?;
+    let mut file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(io("open", &path))?;
     if !FileExt::try_lock_exclusive(&file).map_err(io("lock", &path))? {
         let holder = read_holder(&path);
         match policy {
-            LockPolicy::Fail => return Err(GpuLockError::Busy { device: uuid.to_string(), holder }),
+            LockPolicy::Fail => {
+                return Err(GpuLockError::Busy {
+                    device: uuid.to_string(),
+                    holder,
+                })
+            }
             _ => {
                 tracing::warn!("GPU {uuid} is being measured by {}; waiting for it ({LOCK_ENV}=fail or off to change that)", describe(&holder));
                 on_wait(holder.as_ref());
@@ -213,8 +249,13 @@ pub fn acquire_in(dir: &Path, uuid: &str, policy: LockPolicy, on_wait: impl FnOn
     let me = serde_json::to_string(&this_holder()).unwrap_or_default();
     file.set_len(0).map_err(io("truncate", &path))?;
     file.seek(SeekFrom::Start(0)).map_err(io("seek", &path))?;
-    file.write_all(me.as_bytes()).and_then(|_| file.flush()).map_err(io("write", &path))?;
-    let held = Arc::new(Held { path: path.clone(), _file: file });
+    file.write_all(me.as_bytes())
+        .and_then(|_| file.flush())
+        .map_err(io("write", &path))?;
+    let held = Arc::new(Held {
+        path: path.clone(),
+        _file: file,
+    });
     reg.insert(path, Arc::downgrade(&held));
     tracing::debug!(device = uuid, "took the GPU measurement lock");
     Ok(GpuLock { held: Some(held) })
@@ -224,7 +265,10 @@ pub fn acquire_in(dir: &Path, uuid: &str, policy: LockPolicy, on_wait: impl FnOn
 /// under the [`LOCK_ENV`] policy. A busy GPU waits or fails as the policy says; a lock that
 /// cannot be made at all (no cache folder, read-only disk, no UUID from the driver) is logged
 /// and the caller goes on unlocked, since measuring unlocked is what rtx did before.
-pub fn acquire(device: &rtx_runtime::Device, on_wait: impl FnOnce(Option<&Holder>)) -> Result<GpuLock, GpuLockError> {
+pub fn acquire(
+    device: &rtx_runtime::Device,
+    on_wait: impl FnOnce(Option<&Holder>),
+) -> Result<GpuLock, GpuLockError> {
     match LockPolicy::from_env()? {
         LockPolicy::Off => Ok(GpuLock::none()),
         policy => lock_device(device, &device.uuid(), policy, on_wait),
@@ -241,17 +285,25 @@ fn lock_device(
     let uuid = match uuid {
         Ok(u) => u,
         Err(e) => {
-            tracing::warn!("no UUID for device {}: {e}; measuring without the GPU lock", device.ordinal());
+            tracing::warn!(
+                "no UUID for device {}: {e}; measuring without the GPU lock",
+                device.ordinal()
+            );
             return Ok(GpuLock::none());
         }
     };
     let Some(root) = cache_root() else {
-        tracing::warn!("no cache folder for the GPU lock (set RTX_CACHE_DIR); measuring without it");
+        tracing::warn!(
+            "no cache folder for the GPU lock (set RTX_CACHE_DIR); measuring without it"
+        );
         return Ok(GpuLock::none());
     };
     match acquire_in(&root.join(LOCK_DIR), uuid, policy, on_wait) {
         Err(GpuLockError::Io { path, op, source }) => {
-            tracing::warn!("GPU lock file {}: {op}: {source}; measuring without the GPU lock", path.display());
+            tracing::warn!(
+                "GPU lock file {}: {op}: {source}; measuring without the GPU lock",
+                path.display()
+            );
             Ok(GpuLock::none())
         }
         other => other,
@@ -284,7 +336,8 @@ impl Drop for RunSlot {
 /// `on_wait` is called once before such a wait. Not re-entrant: a thread holding a slot must
 /// not ask for the same one again.
 pub fn run_slot(key: &str, on_wait: impl FnOnce()) -> RunSlot {
-    static SLOTS: std::sync::OnceLock<Mutex<HashMap<String, Arc<Slot>>>> = std::sync::OnceLock::new();
+    static SLOTS: std::sync::OnceLock<Mutex<HashMap<String, Arc<Slot>>>> =
+        std::sync::OnceLock::new();
     let slot = SLOTS
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
@@ -321,9 +374,16 @@ pub fn acquire_run(device: &rtx_runtime::Device) -> Result<Option<TuningRun>, Gp
         return Ok(None);
     }
     let uuid = device.uuid();
-    let key = uuid.clone().unwrap_or_else(|_| format!("ordinal-{}", device.ordinal()));
-    let slot = run_slot(&key, || tracing::warn!("another tuning run of this process measures on GPU {key}; waiting for it"));
-    Ok(Some(TuningRun { _lock: lock_device(device, &uuid, policy, |_| ())?, _slot: slot }))
+    let key = uuid
+        .clone()
+        .unwrap_or_else(|_| format!("ordinal-{}", device.ordinal()));
+    let slot = run_slot(&key, || {
+        tracing::warn!("another tuning run of this process measures on GPU {key}; waiting for it")
+    });
+    Ok(Some(TuningRun {
+        _lock: lock_device(device, &uuid, policy, |_| ())?,
+        _slot: slot,
+    }))
 }
 
 #[cfg(test)]
@@ -332,7 +392,11 @@ mod tests {
 
     /// True when some other handle could take the lock file right now.
     fn free(path: &Path) -> bool {
-        let f = OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap();
         let got = FileExt::try_lock_exclusive(&f).unwrap();
         if got {
             FileExt::unlock(&f).unwrap();
@@ -353,23 +417,38 @@ mod tests {
     #[test]
     fn lock_files_are_named_after_the_uuid_and_nothing_else() {
         let d = Path::new("/x");
-        assert_eq!(lock_path(d, "GPU-5a1b2c3d-4e5f"), Path::new("/x/GPU-5a1b2c3d-4e5f.lock"));
-        assert_eq!(lock_path(d, "../etc/passwd"), Path::new("/x/___etc_passwd.lock"));
+        assert_eq!(
+            lock_path(d, "GPU-5a1b2c3d-4e5f"),
+            Path::new("/x/GPU-5a1b2c3d-4e5f.lock")
+        );
+        assert_eq!(
+            lock_path(d, "../etc/passwd"),
+            Path::new("/x/___etc_passwd.lock")
+        );
     }
 
     #[test]
     fn a_held_lock_names_its_holder_is_shared_in_process_and_freed_on_drop() {
         let dir = tempfile::tempdir().unwrap();
-        let a = acquire_in(dir.path(), "GPU-t1", LockPolicy::Fail, |_| panic!("free lock must not wait")).unwrap();
+        let a = acquire_in(dir.path(), "GPU-t1", LockPolicy::Fail, |_| {
+            panic!("free lock must not wait")
+        })
+        .unwrap();
         let path = a.path().unwrap().to_path_buf();
         assert!(a.is_held() && !free(&path));
         let h = read_holder(&path).expect("holder written");
         assert_eq!(h.pid, std::process::id());
         // The same device again in this process: shared, not a self-deadlock or a Busy error.
-        let b = acquire_in(dir.path(), "GPU-t1", LockPolicy::Fail, |_| panic!("re-entrant")).unwrap();
+        let b = acquire_in(dir.path(), "GPU-t1", LockPolicy::Fail, |_| {
+            panic!("re-entrant")
+        })
+        .unwrap();
         assert_eq!(b.path(), Some(path.as_path()));
         // Another device is another lock.
-        let other = acquire_in(dir.path(), "GPU-t2", LockPolicy::Fail, |_| panic!("other device")).unwrap();
+        let other = acquire_in(dir.path(), "GPU-t2", LockPolicy::Fail, |_| {
+            panic!("other device")
+        })
+        .unwrap();
         assert_ne!(other.path(), Some(path.as_path()));
         drop(a);
         assert!(!free(&path), "still held by the clone");
@@ -391,9 +470,14 @@ mod tests {
             drop(s);
         });
         waiting_rx.recv().expect("the second run waits");
-        assert!(got_rx.try_recv().is_err(), "the second run must not get the slot while the first holds it");
+        assert!(
+            got_rx.try_recv().is_err(),
+            "the second run must not get the slot while the first holds it"
+        );
         drop(first);
-        got_rx.recv().expect("the second run goes once the first ends");
+        got_rx
+            .recv()
+            .expect("the second run goes once the first ends");
         t.join().unwrap();
         drop(run_slot("GPU-slot-a", || panic!("free again")));
     }

@@ -136,7 +136,12 @@ impl ProblemSignature for GemmProblem {
             op: "gemm".into(),
             dtypes: vec![self.dtype, self.dtype, self.epilogue.out_dtype],
             layouts: vec![lay(self.layout_a), lay(self.layout_b), "row".into()],
-            shape: vec![self.m as u64, self.n as u64, self.k as u64, self.batch as u64],
+            shape: vec![
+                self.m as u64,
+                self.n as u64,
+                self.k as u64,
+                self.batch as u64,
+            ],
             attrs,
         }
     }
@@ -164,14 +169,26 @@ impl ProblemSignature for ElementwiseProblem {
         };
         let mut attrs = vec![
             ("graph".to_string(), g.fingerprint().to_string()),
-            ("align_cols".to_string(), byte_alignment(self.cols as u64, narrow).to_string()),
+            (
+                "align_cols".to_string(),
+                byte_alignment(self.cols as u64, narrow).to_string(),
+            ),
             ("index64".to_string(), self.needs_64bit_index().to_string()),
         ];
         attrs.sort();
         OpSignature {
             op: "elementwise".into(),
-            dtypes: g.inputs.iter().map(|i| i.dtype).chain(g.outputs.iter().map(|o| o.dtype)).collect(),
-            layouts: g.inputs.iter().map(|i| bcast(i.broadcast).to_string()).collect(),
+            dtypes: g
+                .inputs
+                .iter()
+                .map(|i| i.dtype)
+                .chain(g.outputs.iter().map(|o| o.dtype))
+                .collect(),
+            layouts: g
+                .inputs
+                .iter()
+                .map(|i| bcast(i.broadcast).to_string())
+                .collect(),
             shape: vec![self.rows as u64, self.cols as u64],
             attrs,
         }
@@ -228,7 +245,11 @@ pub struct DeviceKey {
 
 impl DeviceKey {
     /// A device key from its parts.
-    pub fn new(name: impl Into<String>, compute_capability: (u32, u32), driver: (i32, i32)) -> Self {
+    pub fn new(
+        name: impl Into<String>,
+        compute_capability: (u32, u32),
+        driver: (i32, i32),
+    ) -> Self {
         DeviceKey {
             name: name.into(),
             compute_capability,
@@ -238,7 +259,11 @@ impl DeviceKey {
 
     /// The key of an opened device.
     pub fn from_info(info: &rtx_runtime::DeviceInfo) -> Self {
-        DeviceKey::new(info.name.clone(), info.compute_capability, info.driver_version)
+        DeviceKey::new(
+            info.name.clone(),
+            info.compute_capability,
+            info.driver_version,
+        )
     }
 }
 
@@ -327,7 +352,8 @@ mod tests {
         let s = p.signature();
         assert_eq!(s.shape, vec![4096, 4096, 4096, 1]);
         assert_eq!(s.layouts, vec!["row", "row", "row"]);
-        let get = |s: &OpSignature, k: &str| s.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let get =
+            |s: &OpSignature, k: &str| s.attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(get(&s, "align_a").as_deref(), Some("16"));
         let mut odd = p;
         odd.lda = 4097;
@@ -344,7 +370,11 @@ mod tests {
         });
         let mut relu = p;
         relu.epilogue.activation = crate::templates::gemm::Activation::Relu;
-        assert_ne!(relu.signature().family(), s.family(), "the epilogue is not a shape");
+        assert_ne!(
+            relu.signature().family(),
+            s.family(),
+            "the epilogue is not a shape"
+        );
         let sorted = {
             let mut a = s.attrs.clone();
             a.sort();
@@ -377,7 +407,8 @@ mod tests {
         assert_eq!(d.to_string(), "NVIDIA H200 (cc 9.0, driver 13.0)");
         let s = GemmProblem::nn(64, 32, 16, DType::F16).signature();
         assert!(
-            s.to_string().starts_with("gemm[f16,f16,f16|row,row,row|64x32x16x1]"),
+            s.to_string()
+                .starts_with("gemm[f16,f16,f16|row,row,row|64x32x16x1]"),
             "{s}"
         );
     }

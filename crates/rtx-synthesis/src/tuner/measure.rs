@@ -99,7 +99,10 @@ impl MeasureProtocol {
             return bad("min_reps", "must be >= 1".into());
         }
         if self.max_reps < self.min_reps {
-            return bad("max_reps", format!("{} < min_reps {}", self.max_reps, self.min_reps));
+            return bad(
+                "max_reps",
+                format!("{} < min_reps {}", self.max_reps, self.min_reps),
+            );
         }
         if !(self.target_rel_spread.is_finite() && self.target_rel_spread > 0.0) {
             return bad(
@@ -108,7 +111,10 @@ impl MeasureProtocol {
             );
         }
         if !(self.max_time_ms.is_finite() && self.max_time_ms > 0.0) {
-            return bad("max_time_ms", format!("{} (must be finite and > 0)", self.max_time_ms));
+            return bad(
+                "max_time_ms",
+                format!("{} (must be finite and > 0)", self.max_time_ms),
+            );
         }
         if let Warmup::Millis(ms) = self.warmup {
             if !(ms.is_finite() && ms >= 0.0) {
@@ -203,7 +209,10 @@ impl TimingStats {
 /// The tolerance is the larger relative spread of the two, clamped to
 /// [`TIE_FLOOR_REL`]..=[`TIE_CAP_REL`], applied to the smaller median.
 pub fn is_tie(a: &TimingStats, b: &TimingStats) -> bool {
-    let tol = a.rel_spread.max(b.rel_spread).clamp(TIE_FLOOR_REL, TIE_CAP_REL);
+    let tol = a
+        .rel_spread
+        .max(b.rel_spread)
+        .clamp(TIE_FLOOR_REL, TIE_CAP_REL);
     let lo = a.median_us.min(b.median_us);
     (a.median_us - b.median_us).abs() <= tol * lo
 }
@@ -273,7 +282,10 @@ fn run_batches(
         }
         for (i, t) in times.into_iter().enumerate() {
             if !t.is_finite() || t < 0.0 {
-                return Err(CandidateError::Unmeasurable(format!("sample {} is {t} us", first as usize + i)));
+                return Err(CandidateError::Unmeasurable(format!(
+                    "sample {} is {t} us",
+                    first as usize + i
+                )));
             }
             samples.push(t);
         }
@@ -290,7 +302,8 @@ fn run_batches(
             }
         }
     }
-    TimingStats::from_samples(samples).ok_or_else(|| CandidateError::Unmeasurable("no samples".into()))
+    TimingStats::from_samples(samples)
+        .ok_or_else(|| CandidateError::Unmeasurable("no samples".into()))
 }
 
 #[cfg(test)]
@@ -351,15 +364,26 @@ mod tests {
                 .collect())
         })
         .unwrap();
-        assert_eq!(sizes, vec![1, 1, 10, 10, 3], "two single warm-ups, then batches up to max_reps");
+        assert_eq!(
+            sizes,
+            vec![1, 1, 10, 10, 3],
+            "two single warm-ups, then batches up to max_reps"
+        );
         assert_eq!(s.samples.len(), 23);
     }
 
     #[test]
     fn batched_protocol_rejects_a_short_batch() {
-        let p = MeasureProtocol { warmup: Warmup::Iters(0), pipeline: 4, ..Default::default() };
+        let p = MeasureProtocol {
+            warmup: Warmup::Iters(0),
+            pipeline: 4,
+            ..Default::default()
+        };
         let e = run_protocol_batched(&p, |reps| Ok(vec![1.0; reps.len() - 1])).unwrap_err();
-        assert!(matches!(e, CandidateError::Unmeasurable(ref m) if m.contains("returned 3 times")), "{e:?}");
+        assert!(
+            matches!(e, CandidateError::Unmeasurable(ref m) if m.contains("returned 3 times")),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -415,7 +439,11 @@ mod tests {
         };
         // Three outliers, then a steady value: the 20..80% band closes once they are a minority.
         let s = run_protocol(&p, |rep| Ok(if rep < 3 { 50.0 } else { 10.0 })).unwrap();
-        assert!(s.samples.len() < 1000 && s.samples.len() >= 5, "{}", s.samples.len());
+        assert!(
+            s.samples.len() < 1000 && s.samples.len() >= 5,
+            "{}",
+            s.samples.len()
+        );
         assert!(s.rel_spread < 0.02);
         assert_eq!(s.median_us, 10.0);
     }
@@ -426,7 +454,8 @@ mod tests {
             warmup: Warmup::Iters(1),
             ..Default::default()
         };
-        let e = run_protocol(&p, |_| Err(CandidateError::Fault("illegal address".into()))).unwrap_err();
+        let e =
+            run_protocol(&p, |_| Err(CandidateError::Fault("illegal address".into()))).unwrap_err();
         assert_eq!(e, CandidateError::Fault("illegal address".into()));
         let e = run_protocol(&p, |rep| Ok(if rep == 0 { 1.0 } else { f64::NAN })).unwrap_err();
         assert!(matches!(e, CandidateError::Unmeasurable(_)), "{e:?}");
@@ -463,9 +492,18 @@ mod tests {
 
     #[test]
     fn ties_follow_the_measured_noise() {
-        assert!(is_tie(&stats(100.0, 0.02), &stats(101.5, 0.02)), "1.5% apart, 2% noise");
-        assert!(!is_tie(&stats(100.0, 0.02), &stats(103.0, 0.02)), "3% apart, 2% noise");
-        assert!(is_tie(&stats(100.0, 0.0), &stats(100.4, 0.0)), "inside the 0.5% floor");
+        assert!(
+            is_tie(&stats(100.0, 0.02), &stats(101.5, 0.02)),
+            "1.5% apart, 2% noise"
+        );
+        assert!(
+            !is_tie(&stats(100.0, 0.02), &stats(103.0, 0.02)),
+            "3% apart, 2% noise"
+        );
+        assert!(
+            is_tie(&stats(100.0, 0.0), &stats(100.4, 0.0)),
+            "inside the 0.5% floor"
+        );
         assert!(!is_tie(&stats(100.0, 0.0), &stats(101.0, 0.0)));
         // A very noisy candidate cannot claim a tie 10% away.
         assert!(!is_tie(&stats(100.0, 0.5), &stats(110.0, 0.01)));

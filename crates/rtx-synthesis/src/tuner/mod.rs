@@ -44,17 +44,27 @@ pub mod worker;
 #[cfg(test)]
 pub(crate) mod testing;
 
+pub use backend::{
+    CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport,
+};
 pub use cost::{cost_model_for_table, DeviceFacts, TemplateCostModel};
-pub use backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
+pub use db::{
+    DbEntry, DbError, Lookup, LookupPolicy, LookupSource, MergeReport, StoredConfig, TuningDb,
+};
 pub use gpu_lock::{GpuLock, GpuLockError, LockPolicy};
-pub use db::{DbEntry, DbError, Lookup, LookupPolicy, LookupSource, MergeReport, StoredConfig, TuningDb};
 pub use key::{DeviceKey, OpSignature, ProblemSignature, TuneKey};
-pub use measure::{is_tie, run_protocol, run_protocol_batched, MeasureProtocol, TimingStats, Warmup};
+pub use measure::{
+    is_tie, run_protocol, run_protocol_batched, MeasureProtocol, TimingStats, Warmup,
+};
 pub use replay::{replay, ReplayResult, ReplayRow, ReplayTable};
 pub use space::SearchSpace;
-pub use strategy::{Budget, CostModel, Exhaustive, Guided, GuidedParams, Observation, RandomSearch, Strategy};
-pub use tuner::{
-    CandidateRecord, CandidateResult, NoProgress, ProgressSnapshot, TuneError, TuneOptions, TuneOutcome, TunePhase,
-    TuneProgress, Tuner,
+pub use strategy::{
+    Budget, CostModel, Exhaustive, Guided, GuidedParams, Observation, RandomSearch, Strategy,
 };
-pub use worker::{worker_main, WorkerBackend, WorkerCommand, WorkerExit, WorkerOptions, WorkerStats};
+pub use tuner::{
+    CandidateRecord, CandidateResult, NoProgress, ProgressSnapshot, TuneError, TuneOptions,
+    TuneOutcome, TunePhase, TuneProgress, Tuner,
+};
+pub use worker::{
+    worker_main, WorkerBackend, WorkerCommand, WorkerExit, WorkerOptions, WorkerStats,
+};

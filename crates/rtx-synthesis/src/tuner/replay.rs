@@ -35,14 +35,20 @@ pub struct ReplayRow {
 impl ReplayRow {
     /// The [`CandidateError::kind`] of a failed row.
     pub fn failure_kind(&self) -> Option<&str> {
-        self.failed.as_deref().map(|f| f.split(':').next().unwrap_or(f).trim())
+        self.failed
+            .as_deref()
+            .map(|f| f.split(':').next().unwrap_or(f).trim())
     }
 
     /// What a strategy observes when it proposes this row.
     pub fn observation(&self) -> Observation {
         match (self.failure_kind(), self.median_us) {
-            (Some(kind), _) if CandidateError::kind_is_static(kind) => Observation::Pruned { kind: kind.to_string() },
-            (Some(kind), _) => Observation::Failed { kind: kind.to_string() },
+            (Some(kind), _) if CandidateError::kind_is_static(kind) => Observation::Pruned {
+                kind: kind.to_string(),
+            },
+            (Some(kind), _) => Observation::Failed {
+                kind: kind.to_string(),
+            },
             (None, Some(m)) => Observation::Measured {
                 median_us: m,
                 rel_spread: self.rel_spread.unwrap_or(0.0),
@@ -204,8 +210,11 @@ impl ReplayTable {
             .iter()
             .filter_map(|r| {
                 let (median_us, rel_spread, failed) = match &r.result {
-                    CandidateResult::Measured { stats, .. } => (Some(stats.median_us), Some(stats.rel_spread), None),
-                    CandidateResult::Pruned(CandidateError::Rejected(_)) | CandidateResult::NotMeasured => return None,
+                    CandidateResult::Measured { stats, .. } => {
+                        (Some(stats.median_us), Some(stats.rel_spread), None)
+                    }
+                    CandidateResult::Pruned(CandidateError::Rejected(_))
+                    | CandidateResult::NotMeasured => return None,
                     CandidateResult::Failed(e) | CandidateResult::Pruned(e) => {
                         let msg = e.to_string();
                         let first = msg.lines().next().unwrap_or("");
@@ -311,8 +320,12 @@ mod tests {
             for bn in [32, 64, 128, 256] {
                 for stages in [2, 3, 4] {
                     let failed = match (bm, bn) {
-                        (256, 256) => Some("resources: spills (64 B stores, 64 B loads)".to_string()),
-                        (32, 256) => Some("wrong_result: relative error 1e0 exceeds 2e-2".to_string()),
+                        (256, 256) => {
+                            Some("resources: spills (64 B stores, 64 B loads)".to_string())
+                        }
+                        (32, 256) => {
+                            Some("wrong_result: relative error 1e0 exceeds 2e-2".to_string())
+                        }
                         _ => None,
                     };
                     let median_us = failed.is_none().then(|| {
@@ -417,6 +430,9 @@ mod tests {
         dup.configs.push(dup.configs[1].clone());
         assert!(dup.validate().unwrap_err().contains("twice"));
         std::fs::write(&p, "{\"device\": 1}").unwrap();
-        assert!(matches!(ReplayTable::load(&p), Err(ReplayError::Format { .. })));
+        assert!(matches!(
+            ReplayTable::load(&p),
+            Err(ReplayError::Format { .. })
+        ));
     }
 }

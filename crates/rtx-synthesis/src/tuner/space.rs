@@ -107,7 +107,11 @@ impl SearchSpace {
             }
             values.sort_by(value_order);
             let numeric = values.iter().all(|v| v.is_number() || v.is_null());
-            dims.push(Dimension { path, values, numeric });
+            dims.push(Dimension {
+                path,
+                values,
+                numeric,
+            });
         }
         let coords = flat
             .iter()
@@ -214,7 +218,13 @@ impl SearchSpace {
         self.dims
             .iter()
             .zip(ca.iter().zip(cb))
-            .map(|(d, (x, y))| if d.numeric { x.abs_diff(*y) } else { u32::from(x != y) })
+            .map(|(d, (x, y))| {
+                if d.numeric {
+                    x.abs_diff(*y)
+                } else {
+                    u32::from(x != y)
+                }
+            })
             .sum()
     }
 }
@@ -237,8 +247,15 @@ mod tests {
         assert!(s.dims()[0].numeric && !s.dims()[2].numeric);
         assert_eq!(s.coords(0), &[1, 0, 1]);
         assert_eq!(s.distance(1, 2), 2 + 1);
-        assert_eq!(s.distance(0, 1), 1 + 1, "one step in bm, one categorical change");
-        assert_eq!(s.index_of(&json!({"bm": 64, "bn": 64, "kind": "mma"})), Some(1));
+        assert_eq!(
+            s.distance(0, 1),
+            1 + 1,
+            "one step in bm, one categorical change"
+        );
+        assert_eq!(
+            s.index_of(&json!({"bm": 64, "bn": 64, "kind": "mma"})),
+            Some(1)
+        );
     }
 
     #[test]
@@ -249,9 +266,16 @@ mod tests {
             json!({"tile": {"m": 64, "n": 64}, "sched": "Plain"}),
         ]);
         let paths: Vec<_> = s.dims().iter().map(|d| d.path.as_str()).collect();
-        assert_eq!(paths, ["sched", "sched.Persistent.waves", "tile.m", "tile.n"]);
+        assert_eq!(
+            paths,
+            ["sched", "sched.Persistent.waves", "tile.m", "tile.n"]
+        );
         assert_eq!(s.dims()[1].values, vec![Value::Null, json!(2)]);
-        assert_eq!(s.distance(0, 1), 3, "sched, sched.Persistent.waves and tile.n differ");
+        assert_eq!(
+            s.distance(0, 1),
+            3,
+            "sched, sched.Persistent.waves and tile.n differ"
+        );
     }
 
     #[test]
@@ -259,12 +283,23 @@ mod tests {
         let s = SearchSpace::new(vec![json!(1), json!(2)]);
         assert_eq!(
             s.clone().with_hint(vec![1.0]).unwrap_err(),
-            HintLengthMismatch { expected: 2, got: 1 }
+            HintLengthMismatch {
+                expected: 2,
+                got: 1
+            }
         );
-        let s = s.with_default(Some(1)).with_hint(vec![f64::NAN, 3.0]).unwrap();
-        assert_eq!((s.default_index(), s.hint(0), s.hint(1)), (Some(1), None, Some(3.0)));
+        let s = s
+            .with_default(Some(1))
+            .with_hint(vec![f64::NAN, 3.0])
+            .unwrap();
         assert_eq!(
-            SearchSpace::new(vec![json!(1)]).with_default(Some(5)).default_index(),
+            (s.default_index(), s.hint(0), s.hint(1)),
+            (Some(1), None, Some(3.0))
+        );
+        assert_eq!(
+            SearchSpace::new(vec![json!(1)])
+                .with_default(Some(5))
+                .default_index(),
             None
         );
     }

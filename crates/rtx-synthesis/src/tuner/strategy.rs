@@ -64,7 +64,11 @@ impl Budget {
             Budget::Unlimited => len,
             Budget::Count(n) => n.min(len),
             Budget::Fraction(f) => {
-                let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 1.0 };
+                let f = if f.is_finite() {
+                    f.clamp(0.0, 1.0)
+                } else {
+                    1.0
+                };
                 ((f * len as f64).floor() as usize).clamp(1.min(len), len)
             }
         }
@@ -250,7 +254,8 @@ impl Strategy for RandomSearch {
 
     fn propose(&mut self, space: &SearchSpace, want: usize) -> Vec<usize> {
         if self.ledger.proposed.len() != space.len() {
-            self.ledger.init(space.len(), self.budget.limit(space.len()));
+            self.ledger
+                .init(space.len(), self.budget.limit(space.len()));
             let mut rng = SplitMix64::new(self.seed);
             let mut order: Vec<usize> = (0..space.len()).collect();
             for i in (1..order.len()).rev() {
@@ -375,11 +380,17 @@ impl Guided {
         }
         if space.has_hint() {
             let first = seeds.len();
-            for i in hint_order(space).into_iter().filter(|&i| space.hint(i).is_some()) {
+            for i in hint_order(space)
+                .into_iter()
+                .filter(|&i| space.hint(i).is_some())
+            {
                 if seeds.len() - first >= self.params.hint_seeds {
                     break;
                 }
-                if seeds.iter().all(|&s| space.distance(s, i) >= self.params.seed_distance.max(1)) {
+                if seeds
+                    .iter()
+                    .all(|&s| space.distance(s, i) >= self.params.seed_distance.max(1))
+                {
                     seeds.push(i);
                 }
             }
@@ -416,7 +427,9 @@ impl Guided {
     }
 
     fn random_open(&mut self) -> Option<usize> {
-        let open: Vec<usize> = (0..self.times.len()).filter(|&i| self.ledger.is_open(i)).collect();
+        let open: Vec<usize> = (0..self.times.len())
+            .filter(|&i| self.ledger.is_open(i))
+            .collect();
         if open.is_empty() {
             None
         } else {
@@ -425,15 +438,17 @@ impl Guided {
     }
 
     fn nearest_open(&self, space: &SearchSpace, center: usize) -> Option<usize> {
-        (0..space.len()).filter(|&i| self.ledger.is_open(i)).min_by(|&a, &b| {
-            let ha = space.hint(a).unwrap_or(f64::INFINITY);
-            let hb = space.hint(b).unwrap_or(f64::INFINITY);
-            space
-                .distance(center, a)
-                .cmp(&space.distance(center, b))
-                .then(ha.total_cmp(&hb))
-                .then(self.jitter[a].cmp(&self.jitter[b]))
-        })
+        (0..space.len())
+            .filter(|&i| self.ledger.is_open(i))
+            .min_by(|&a, &b| {
+                let ha = space.hint(a).unwrap_or(f64::INFINITY);
+                let hb = space.hint(b).unwrap_or(f64::INFINITY);
+                space
+                    .distance(center, a)
+                    .cmp(&space.distance(center, b))
+                    .then(ha.total_cmp(&hb))
+                    .then(self.jitter[a].cmp(&self.jitter[b]))
+            })
     }
 
     fn crossover_open(&mut self, space: &SearchSpace, a: usize, b: usize) -> Option<usize> {
@@ -460,22 +475,31 @@ impl Guided {
             let near = self.nearest[i];
             let suspect = near.fail_distance <= near.ok_distance;
             let hint = space.hint(i).unwrap_or(f64::INFINITY);
-            let corrected = if near.ok_ratio.is_finite() { hint * near.ok_ratio } else { hint };
+            let corrected = if near.ok_ratio.is_finite() {
+                hint * near.ok_ratio
+            } else {
+                hint
+            };
             (suspect, corrected)
         };
-        (0..space.len()).filter(|&i| self.ledger.is_open(i)).min_by(|&a, &b| {
-            let ((sa, ca), (sb, cb)) = (score(a), score(b));
-            sa.cmp(&sb)
-                .then(ca.total_cmp(&cb))
-                .then(self.jitter[a].cmp(&self.jitter[b]))
-        })
+        (0..space.len())
+            .filter(|&i| self.ledger.is_open(i))
+            .min_by(|&a, &b| {
+                let ((sa, ca), (sb, cb)) = (score(a), score(b));
+                sa.cmp(&sb)
+                    .then(ca.total_cmp(&cb))
+                    .then(self.jitter[a].cmp(&self.jitter[b]))
+            })
     }
 
     /// Records an observation of `index` in every config's [`Nearest`].
     fn note_nearest(&mut self, space: &SearchSpace, index: usize, observation: &Observation) {
         match observation {
             Observation::Measured { median_us, .. } if median_us.is_finite() => {
-                let ratio = space.hint(index).filter(|h| *h > 0.0).map_or(f64::NAN, |h| median_us / h);
+                let ratio = space
+                    .hint(index)
+                    .filter(|h| *h > 0.0)
+                    .map_or(f64::NAN, |h| median_us / h);
                 for (i, near) in self.nearest.iter_mut().enumerate() {
                     let d = space.distance(index, i);
                     if d < near.ok_distance {
@@ -571,10 +595,14 @@ mod tests {
             for bn in [16, 32, 64, 128, 256] {
                 for stages in 1..=6 {
                     for swizzle in [false, true] {
-                        configs.push(json!({"bm": bm, "bn": bn, "stages": stages, "swizzle": swizzle}));
+                        configs.push(
+                            json!({"bm": bm, "bn": bn, "stages": stages, "swizzle": swizzle}),
+                        );
                         let l = |x: f64, opt: f64| (x.log2() - opt).powi(2);
                         cost.push(
-                            10.0 + l(bm as f64, 7.0) + 2.0 * l(bn as f64, 6.0) + (stages as f64 - 4.0).powi(2) * 0.3
+                            10.0 + l(bm as f64, 7.0)
+                                + 2.0 * l(bn as f64, 6.0)
+                                + (stages as f64 - 4.0).powi(2) * 0.3
                                 - if swizzle { 0.4 } else { 0.0 },
                         );
                     }
@@ -647,9 +675,24 @@ mod tests {
     #[test]
     fn random_is_seeded_distinct_and_bounded() {
         let (space, cost) = synthetic_space();
-        let a = drive(&mut RandomSearch::new(7, Budget::Count(20)), &space, &cost, 3);
-        let b = drive(&mut RandomSearch::new(7, Budget::Count(20)), &space, &cost, 5);
-        let c = drive(&mut RandomSearch::new(8, Budget::Count(20)), &space, &cost, 3);
+        let a = drive(
+            &mut RandomSearch::new(7, Budget::Count(20)),
+            &space,
+            &cost,
+            3,
+        );
+        let b = drive(
+            &mut RandomSearch::new(7, Budget::Count(20)),
+            &space,
+            &cost,
+            5,
+        );
+        let c = drive(
+            &mut RandomSearch::new(8, Budget::Count(20)),
+            &space,
+            &cost,
+            3,
+        );
         assert_eq!(a.len(), 20);
         assert_eq!(a, b, "same seed, same configs, whatever the batch size");
         assert_ne!(a, c);
@@ -673,7 +716,9 @@ mod tests {
             for i in p {
                 total += 1;
                 let obs = if i % 2 == 0 {
-                    Observation::Pruned { kind: "compile".into() }
+                    Observation::Pruned {
+                        kind: "compile".into(),
+                    }
                 } else {
                     measured += 1;
                     Observation::Measured {
@@ -691,8 +736,18 @@ mod tests {
     #[test]
     fn guided_is_deterministic_and_within_budget() {
         let (space, cost) = synthetic_space();
-        let a = drive(&mut Guided::new(42, Budget::Fraction(0.15)), &space, &cost, 4);
-        let b = drive(&mut Guided::new(42, Budget::Fraction(0.15)), &space, &cost, 4);
+        let a = drive(
+            &mut Guided::new(42, Budget::Fraction(0.15)),
+            &space,
+            &cost,
+            4,
+        );
+        let b = drive(
+            &mut Guided::new(42, Budget::Fraction(0.15)),
+            &space,
+            &cost,
+            4,
+        );
         assert_eq!(a, b);
         assert_eq!(a.len(), Budget::Fraction(0.15).limit(space.len()));
         assert_eq!(a[0], 0, "the default config is measured first");
@@ -708,14 +763,27 @@ mod tests {
         let (space, cost) = synthetic_space();
         let best = cost.iter().cloned().fold(f64::INFINITY, f64::min);
         for seed in 0..10 {
-            let seen = drive(&mut Guided::new(seed, Budget::Fraction(0.15)), &space, &cost, 4);
+            let seen = drive(
+                &mut Guided::new(seed, Budget::Fraction(0.15)),
+                &space,
+                &cost,
+                4,
+            );
             let found = seen.iter().map(|&i| cost[i]).fold(f64::INFINITY, f64::min);
-            assert!(found <= best * 1.03, "seed {seed}: found {found}, best {best}");
+            assert!(
+                found <= best * 1.03,
+                "seed {seed}: found {found}, best {best}"
+            );
         }
     }
 
     /// Drives `g` over `space`, observing `obs(i)` for each proposal; returns the proposals.
-    fn drive_obs(g: &mut dyn Strategy, space: &SearchSpace, batch: usize, obs: impl Fn(usize) -> Observation) -> Vec<usize> {
+    fn drive_obs(
+        g: &mut dyn Strategy,
+        space: &SearchSpace,
+        batch: usize,
+        obs: impl Fn(usize) -> Observation,
+    ) -> Vec<usize> {
         let mut seen = Vec::new();
         loop {
             let p = g.propose(space, batch);
@@ -738,11 +806,16 @@ mod tests {
         let mut g = Guided::new(5, Budget::Count(1 + params.hint_seeds));
         let seen = drive(&mut g, &space, &cost, 2);
         assert_eq!(seen[0], 0, "the default first");
-        let best = (0..cost.len()).min_by(|&a, &b| cost[a].total_cmp(&cost[b])).unwrap();
+        let best = (0..cost.len())
+            .min_by(|&a, &b| cost[a].total_cmp(&cost[b]))
+            .unwrap();
         assert_eq!(seen[1], best, "then the model's favourite");
         for (x, &a) in seen.iter().enumerate().skip(1) {
             for &b in &seen[x + 1..] {
-                assert!(space.distance(a, b) >= params.seed_distance, "seeds {a} and {b} are neighbours");
+                assert!(
+                    space.distance(a, b) >= params.seed_distance,
+                    "seeds {a} and {b} are neighbours"
+                );
             }
         }
     }
@@ -763,7 +836,14 @@ mod tests {
             .collect();
         let space = space.with_hint(hint).unwrap();
         let best = cost.iter().cloned().fold(f64::INFINITY, f64::min);
-        let run = || drive(&mut Guided::new(1, Budget::Fraction(0.15)), &space, &cost, 4);
+        let run = || {
+            drive(
+                &mut Guided::new(1, Budget::Fraction(0.15)),
+                &space,
+                &cost,
+                4,
+            )
+        };
         let seen = run();
         assert_eq!(seen, run());
         assert_eq!(seen.len(), Budget::Fraction(0.15).limit(space.len()));
@@ -786,7 +866,9 @@ mod tests {
         let faults = |i: usize| space.config(i).unwrap()["stages"].as_u64().unwrap() >= 5;
         let obs = |i: usize| {
             if faults(i) {
-                Observation::Failed { kind: "fault".into() }
+                Observation::Failed {
+                    kind: "fault".into(),
+                }
             } else {
                 Observation::Measured {
                     median_us: cost[i],
@@ -800,14 +882,23 @@ mod tests {
         // model alone would keep proposing stages 5-6, the search after the seeds mostly not.
         let local = &seen[1 + GuidedParams::default().hint_seeds..];
         let failed = local.iter().filter(|&&i| faults(i)).count();
-        assert!(failed * 3 < local.len(), "{failed} of {} local measurements were faults", local.len());
-        assert!(seen.iter().any(|&i| !faults(i) && i != 0), "found working configs beyond the default");
+        assert!(
+            failed * 3 < local.len(),
+            "{failed} of {} local measurements were faults",
+            local.len()
+        );
+        assert!(
+            seen.iter().any(|&i| !faults(i) && i != 0),
+            "found working configs beyond the default"
+        );
     }
 
     #[test]
     fn guided_survives_failures_and_uses_hint_seeds() {
         let (space, cost) = synthetic_space();
-        let best_idx = (0..cost.len()).min_by(|&a, &b| cost[a].total_cmp(&cost[b])).unwrap();
+        let best_idx = (0..cost.len())
+            .min_by(|&a, &b| cost[a].total_cmp(&cost[b]))
+            .unwrap();
         let hint: Vec<f64> = (0..space.len())
             .map(|i| if i == best_idx { 0.0 } else { 1.0 })
             .collect();
@@ -828,12 +919,18 @@ mod tests {
                         rel_spread: 0.0,
                     }
                 } else {
-                    Observation::Failed { kind: "fault".into() }
+                    Observation::Failed {
+                        kind: "fault".into(),
+                    }
                 };
                 g.observe(&space, i, &obs);
             }
         }
         assert_eq!(seen.len(), 10);
-        assert_eq!(&seen[..2], &[0, best_idx], "default, then the hint's favourite");
+        assert_eq!(
+            &seen[..2],
+            &[0, best_idx],
+            "default, then the hint's favourite"
+        );
     }
 }

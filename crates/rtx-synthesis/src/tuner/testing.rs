@@ -77,11 +77,19 @@ impl Template for ToyTemplate {
     fn default_config(&self, _p: &ToyProblem, _arch: Arch) -> ToyConfig {
         Self::config(0)
     }
-    fn emit(&self, p: &ToyProblem, c: &ToyConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        p: &ToyProblem,
+        c: &ToyConfig,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.check(p, c, arch)?;
         Ok(KernelSource {
             entry: format!("toy_{}_{}", c.id, c.tile),
-            code: format!("// toy kernel id={} tile={}{}\n", c.id, c.tile, self.code_salt),
+            code: format!(
+                "// toy kernel id={} tile={}{}\n",
+                c.id, c.tile, self.code_salt
+            ),
             template: "toy".into(),
             template_version: self.version,
             options: vec![],
@@ -130,18 +138,33 @@ impl ScriptedBackend {
         }
     }
     fn script(&self, id: u32) -> Script {
-        self.script.get(&id).cloned().unwrap_or(Script::Time(100.0 + id as f64))
+        self.script
+            .get(&id)
+            .cloned()
+            .unwrap_or(Script::Time(100.0 + id as f64))
     }
     pub fn evaluations_of(&self, id: u32) -> usize {
-        self.evaluations.lock().unwrap().iter().filter(|&&x| x == id).count()
+        self.evaluations
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|&&x| x == id)
+            .count()
     }
 }
 
 impl TuneBackend<ToyTemplate> for ScriptedBackend {
-    fn compile(&self, _t: &TuneTask<'_, ToyTemplate>, c: &ToyConfig) -> Result<ResourceUsage, CandidateError> {
+    fn compile(
+        &self,
+        _t: &TuneTask<'_, ToyTemplate>,
+        c: &ToyConfig,
+    ) -> Result<ResourceUsage, CandidateError> {
         self.compiles.fetch_add(1, Ordering::Relaxed);
         match self.script(c.id) {
-            Script::CompileError => Err(CandidateError::Compile(format!("error: toy {} does not compile", c.id))),
+            Script::CompileError => Err(CandidateError::Compile(format!(
+                "error: toy {} does not compile",
+                c.id
+            ))),
             Script::Spills => Ok(ResourceUsage {
                 registers: Some(255),
                 spill_store_bytes: 64,
@@ -154,7 +177,12 @@ impl TuneBackend<ToyTemplate> for ScriptedBackend {
         }
     }
 
-    fn verify(&self, _t: &TuneTask<'_, ToyTemplate>, c: &ToyConfig, seed: u64) -> Result<VerifyReport, CandidateError> {
+    fn verify(
+        &self,
+        _t: &TuneTask<'_, ToyTemplate>,
+        c: &ToyConfig,
+        seed: u64,
+    ) -> Result<VerifyReport, CandidateError> {
         self.seeds.lock().unwrap().push(seed);
         match self.script(c.id) {
             Script::WrongResult => Ok(VerifyReport {

@@ -12,7 +12,9 @@
 //! - the time budget is checked before each measurement; compiles in flight finish, the rest
 //!   are cancelled.
 
-use super::backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
+use super::backend::{
+    CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport,
+};
 use super::measure::{is_tie, InvalidProtocol, MeasureProtocol, TimingStats};
 use super::space::SearchSpace;
 use super::strategy::{CostModel, Observation, SplitMix64, Strategy};
@@ -113,7 +115,9 @@ impl<C> CandidateRecord<C> {
     /// The timing the winner choice used: the re-confirmation when there is one.
     pub fn final_stats(&self) -> Option<&TimingStats> {
         match &self.result {
-            CandidateResult::Measured { stats, reconfirmed, .. } => Some(reconfirmed.as_ref().unwrap_or(stats)),
+            CandidateResult::Measured {
+                stats, reconfirmed, ..
+            } => Some(reconfirmed.as_ref().unwrap_or(stats)),
             _ => None,
         }
     }
@@ -155,7 +159,11 @@ pub struct TuneOutcome<C> {
 impl<C> TuneOutcome<C> {
     /// Measured candidates, fastest final median first.
     pub fn ranked(&self) -> Vec<&CandidateRecord<C>> {
-        let mut r: Vec<&CandidateRecord<C>> = self.table.iter().filter(|r| r.final_stats().is_some()).collect();
+        let mut r: Vec<&CandidateRecord<C>> = self
+            .table
+            .iter()
+            .filter(|r| r.final_stats().is_some())
+            .collect();
         r.sort_by(|a, b| {
             let (x, y) = (
                 a.final_stats().map_or(f64::INFINITY, |s| s.median_us),
@@ -376,7 +384,10 @@ impl Tuner {
                 rejected: st.records.len(),
             });
         }
-        let default_idx = st.rec_of.iter().position(|&r| st.records[r].config == default);
+        let default_idx = st
+            .rec_of
+            .iter()
+            .position(|&r| st.records[r].config == default);
         let mut space = SearchSpace::new(configs).with_default(default_idx);
         if let Some(model) = &opts.cost_model {
             let hint: Vec<f64> = space
@@ -411,8 +422,10 @@ impl Tuner {
             if batch.is_empty() {
                 break;
             }
-            let batch_configs: Vec<T::Config> =
-                batch.iter().map(|&i| st.records[st.rec_of[i]].config.clone()).collect();
+            let batch_configs: Vec<T::Config> = batch
+                .iter()
+                .map(|&i| st.records[st.rec_of[i]].config.clone())
+                .collect();
             let cancel = AtomicBool::new(false);
             let (tx, rx) = mpsc::channel::<(usize, Result<ResourceUsage, CandidateError>)>();
             let mut stop = false;
@@ -424,7 +437,8 @@ impl Tuner {
                     };
                     backend.compile_many(task_ref, cfgs, &CompileSink::new(&emit, cancel_ref));
                 });
-                let mut ready: HashMap<usize, Result<ResourceUsage, CandidateError>> = HashMap::new();
+                let mut ready: HashMap<usize, Result<ResourceUsage, CandidateError>> =
+                    HashMap::new();
                 if !opts.overlap_compile {
                     for (i, r) in rx.iter() {
                         st.compiled += 1;
@@ -454,10 +468,13 @@ impl Tuner {
                     let rec = st.rec_of[si];
                     let obs = match compiled {
                         None => {
-                            st.records[rec].result = CandidateResult::Pruned(CandidateError::Compile(
-                                "the backend reported no compile result".into(),
-                            ));
-                            Observation::Pruned { kind: "compile".into() }
+                            st.records[rec].result =
+                                CandidateResult::Pruned(CandidateError::Compile(
+                                    "the backend reported no compile result".into(),
+                                ));
+                            Observation::Pruned {
+                                kind: "compile".into(),
+                            }
                         }
                         Some(Err(e)) => self.record_failure(&mut st, rec, e),
                         Some(Ok(usage)) => {
@@ -550,13 +567,22 @@ impl Tuner {
                 .collect();
             progress.update(&st.snapshot(TunePhase::Reconfirming));
             for r in picks {
-                let res = evaluate_guarded(backend, &task, &st.records[r].config, seeds.next_u64(), protocol);
+                let res = evaluate_guarded(
+                    backend,
+                    &task,
+                    &st.records[r].config,
+                    seeds.next_u64(),
+                    protocol,
+                );
                 match res {
                     Ok(ev) => {
                         let name = format!("{:?}", st.records[r].config);
-                        if let CandidateResult::Measured { stats, reconfirmed, .. } = &mut st.records[r].result {
-                            let drift =
-                                (ev.stats.median_us - stats.median_us).abs() / stats.median_us.max(f64::MIN_POSITIVE);
+                        if let CandidateResult::Measured {
+                            stats, reconfirmed, ..
+                        } = &mut st.records[r].result
+                        {
+                            let drift = (ev.stats.median_us - stats.median_us).abs()
+                                / stats.median_us.max(f64::MIN_POSITIVE);
                             if drift > 0.1 {
                                 tracing::warn!(
                                     "re-measuring {name} moved its median {:.1}% ({:.3} -> {:.3} us): unstable timing",
@@ -570,7 +596,10 @@ impl Tuner {
                         confirmed.push(r);
                     }
                     Err(e) => {
-                        tracing::warn!("leader {:?} failed re-confirmation: {e}", st.records[r].config);
+                        tracing::warn!(
+                            "leader {:?} failed re-confirmation: {e}",
+                            st.records[r].config
+                        );
                         if e.poisons_context() && !backend.isolates_faults() {
                             st.poisoned = true;
                         }
@@ -593,7 +622,11 @@ impl Tuner {
         } else {
             confirmed
         };
-        let median = |r: usize| st.records[r].final_stats().map_or(f64::INFINITY, |s| s.median_us);
+        let median = |r: usize| {
+            st.records[r]
+                .final_stats()
+                .map_or(f64::INFINITY, |s| s.median_us)
+        };
         let fastest = pool.iter().copied().min_by(|&a, &b| {
             median(a)
                 .total_cmp(&median(b))
@@ -606,7 +639,10 @@ impl Tuner {
             .filter(|&&i| matches!(st.records[i].result, CandidateResult::Pruned(_)))
             .count();
         let Some(fastest) = fastest else {
-            let first_error = st.rec_of.iter().find_map(|&i| st.records[i].error().cloned());
+            let first_error = st
+                .rec_of
+                .iter()
+                .find_map(|&i| st.records[i].error().cloned());
             return Err(TuneError::NoWinner {
                 template: template.name().to_string(),
                 failed: snapshot_failed,
@@ -667,7 +703,12 @@ impl Tuner {
         Ok(outcome)
     }
 
-    fn record_failure<C>(&self, st: &mut RunState<C>, rec: usize, e: CandidateError) -> Observation {
+    fn record_failure<C>(
+        &self,
+        st: &mut RunState<C>,
+        rec: usize,
+        e: CandidateError,
+    ) -> Observation {
         tracing::debug!("candidate {} failed: {e}", st.records[rec].index);
         let kind = e.kind().to_string();
         if e.is_static() {
@@ -703,7 +744,9 @@ fn evaluate_guarded<T: Template, B: TuneBackend<T> + ?Sized>(
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            Err(CandidateError::Fault(format!("the backend panicked: {msg}")))
+            Err(CandidateError::Fault(format!(
+                "the backend panicked: {msg}"
+            )))
         }
     }
 }
@@ -713,7 +756,8 @@ mod tests {
     use super::*;
     use crate::tuner::strategy::{Budget, Exhaustive, Guided};
     use crate::tuner::testing::{
-        quick_protocol, RecordingProgress, Script, ScriptedBackend, ToyConfig, ToyProblem, ToyTemplate,
+        quick_protocol, RecordingProgress, Script, ScriptedBackend, ToyConfig, ToyProblem,
+        ToyTemplate,
     };
 
     fn run(
@@ -785,7 +829,11 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(kind_of(&keep, 6), None, "spilling kernels are measured when asked");
+        assert_eq!(
+            kind_of(&keep, 6),
+            None,
+            "spilling kernels are measured when asked"
+        );
     }
 
     #[test]
@@ -816,7 +864,8 @@ mod tests {
 
     #[test]
     fn a_lucky_first_measurement_is_reconfirmed() {
-        let script = || ScriptedBackend::new([(2, Script::FirstThen(5.0, 150.0)), (3, Script::Time(20.0))]);
+        let script =
+            || ScriptedBackend::new([(2, Script::FirstThen(5.0, 150.0)), (3, Script::Time(20.0))]);
         let b = script();
         let o = run(&ToyTemplate::default(), 8, &b, TuneOptions::default()).unwrap();
         assert_eq!(o.best.config.id, 3);
@@ -843,7 +892,11 @@ mod tests {
     fn a_leader_failing_reconfirmation_is_disqualified() {
         struct FlakyVerify(ScriptedBackend, std::sync::atomic::AtomicUsize);
         impl TuneBackend<ToyTemplate> for FlakyVerify {
-            fn compile(&self, t: &TuneTask<'_, ToyTemplate>, c: &ToyConfig) -> Result<ResourceUsage, CandidateError> {
+            fn compile(
+                &self,
+                t: &TuneTask<'_, ToyTemplate>,
+                c: &ToyConfig,
+            ) -> Result<ResourceUsage, CandidateError> {
                 self.0.compile(t, c)
             }
             fn verify(
@@ -870,7 +923,10 @@ mod tests {
                 self.0.time(t, c, p)
             }
         }
-        let b = FlakyVerify(ScriptedBackend::new([(1, Script::Time(5.0))]), Default::default());
+        let b = FlakyVerify(
+            ScriptedBackend::new([(1, Script::Time(5.0))]),
+            Default::default(),
+        );
         let o = Tuner::default()
             .tune(
                 &ToyTemplate::default(),
@@ -899,7 +955,11 @@ mod tests {
             .filter(|r| r.config.id > 3)
             .all(|r| r.result == CandidateResult::NotMeasured);
         assert!(later, "nothing runs on a lost context");
-        assert_eq!(b.evaluations_of(0), 1, "no re-confirmation on a lost context");
+        assert_eq!(
+            b.evaluations_of(0),
+            1,
+            "no re-confirmation on a lost context"
+        );
     }
 
     #[test]

@@ -16,7 +16,9 @@
 //!
 //! The child side is [`worker_main`]: a binary builds its backend and calls it.
 
-use super::backend::{CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport};
+use super::backend::{
+    CandidateError, CompileSink, Evaluation, ResourceUsage, TuneBackend, TuneTask, VerifyReport,
+};
 use super::measure::{MeasureProtocol, TimingStats};
 use crate::templates::Template;
 use crate::Arch;
@@ -258,7 +260,10 @@ impl WorkerProcess {
                     let Ok(line) = line else { break };
                     // Found anywhere in the line: a test harness may have printed a partial
                     // line ("test worker ... ") before the worker's first response.
-                    match line.find(RESPONSE_PREFIX).map(|at| &line[at + RESPONSE_PREFIX.len()..]) {
+                    match line
+                        .find(RESPONSE_PREFIX)
+                        .map(|at| &line[at + RESPONSE_PREFIX.len()..])
+                    {
                         Some(json) => match serde_json::from_str::<WorkerResponse>(json) {
                             Ok(r) => {
                                 if tx.send(r).is_err() {
@@ -299,8 +304,8 @@ impl WorkerProcess {
     }
 
     fn send(&mut self, req: &WorkerRequest) -> Result<(), LaneFailure> {
-        let line =
-            serde_json::to_string(req).map_err(|e| LaneFailure::Crashed(format!("cannot encode request: {e}")))?;
+        let line = serde_json::to_string(req)
+            .map_err(|e| LaneFailure::Crashed(format!("cannot encode request: {e}")))?;
         let stdin = self
             .stdin
             .as_mut()
@@ -309,14 +314,18 @@ impl WorkerProcess {
             .write_all(line.as_bytes())
             .and_then(|_| stdin.write_all(b"\n"))
             .and_then(|_| stdin.flush())
-            .map_err(|e| LaneFailure::Crashed(self.death_note(&format!("request write failed: {e}"))))
+            .map_err(|e| {
+                LaneFailure::Crashed(self.death_note(&format!("request write failed: {e}")))
+            })
     }
 
     fn recv(&mut self, timeout: Duration) -> Result<WorkerResponse, LaneFailure> {
         match self.rx.recv_timeout(timeout) {
             Ok(r) => Ok(r),
             Err(RecvTimeoutError::Timeout) => Err(LaneFailure::Timeout(timeout)),
-            Err(RecvTimeoutError::Disconnected) => Err(LaneFailure::Crashed(self.death_note("closed its stdout"))),
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(LaneFailure::Crashed(self.death_note("closed its stdout")))
+            }
         }
     }
 
@@ -347,7 +356,10 @@ impl WorkerProcess {
         if tail.is_empty() {
             format!("worker {} {what} ({status})", self.child.id())
         } else {
-            format!("worker {} {what} ({status}); stderr:\n{tail}", self.child.id())
+            format!(
+                "worker {} {what} ({status}); stderr:\n{tail}",
+                self.child.id()
+            )
         }
     }
 
@@ -399,7 +411,8 @@ fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 }
 
 fn to_json<C: Serialize>(c: &C) -> Result<Value, CandidateError> {
-    serde_json::to_value(c).map_err(|e| CandidateError::Rejected(format!("config does not serialise: {e}")))
+    serde_json::to_value(c)
+        .map_err(|e| CandidateError::Rejected(format!("config does not serialise: {e}")))
 }
 
 impl<T: Template> WorkerBackend<T> {
@@ -431,7 +444,11 @@ impl<T: Template> WorkerBackend<T> {
     }
 
     /// A live, greeted worker on `lane` for `task`.
-    fn ensure<'l>(&self, lane: &'l mut Lane, task: &TuneTask<'_, T>) -> Result<&'l mut WorkerProcess, CandidateError> {
+    fn ensure<'l>(
+        &self,
+        lane: &'l mut Lane,
+        task: &TuneTask<'_, T>,
+    ) -> Result<&'l mut WorkerProcess, CandidateError> {
         let hello = Self::hello(task);
         if lane.proc.is_some() && lane.hello.as_ref() == Some(&hello) {
             return lane
@@ -458,7 +475,9 @@ impl<T: Template> WorkerBackend<T> {
             s.spawned += 1;
         }
         let mut p = WorkerProcess::spawn(&self.command).map_err(CandidateError::WorkerCrashed)?;
-        let greeting = p.send(&hello).and_then(|_| p.recv(self.options.startup_timeout));
+        let greeting = p
+            .send(&hello)
+            .and_then(|_| p.recv(self.options.startup_timeout));
         match greeting {
             Ok(WorkerResponse::Ready { pid }) => tracing::debug!("tuning worker {pid} ready"),
             Ok(WorkerResponse::Refused { reason }) => {
@@ -501,10 +520,17 @@ impl<T: Template> WorkerBackend<T> {
     }
 
     /// One request/one response on the measuring lane.
-    fn round_trip(&self, task: &TuneTask<'_, T>, req: WorkerRequest) -> Result<WorkerResponse, CandidateError> {
+    fn round_trip(
+        &self,
+        task: &TuneTask<'_, T>,
+        req: WorkerRequest,
+    ) -> Result<WorkerResponse, CandidateError> {
         let mut lane = lock(&self.measure_lane);
         let p = self.ensure(&mut lane, task)?;
-        match p.send(&req).and_then(|_| p.recv(self.options.evaluate_timeout)) {
+        match p
+            .send(&req)
+            .and_then(|_| p.recv(self.options.evaluate_timeout))
+        {
             Ok(r) => Ok(r),
             Err(f) => Err(self.retire(&mut lane, f)),
         }
@@ -570,7 +596,9 @@ impl<T: Template> WorkerBackend<T> {
                     for orig in left {
                         sink.emit(
                             orig,
-                            Err(CandidateError::Compile("the worker reported no result".into())),
+                            Err(CandidateError::Compile(
+                                "the worker reported no result".into(),
+                            )),
                         );
                     }
                     return Ok(());
@@ -589,11 +617,19 @@ impl<T: Template> WorkerBackend<T> {
 }
 
 impl<T: Template> TuneBackend<T> for WorkerBackend<T> {
-    fn compile(&self, task: &TuneTask<'_, T>, config: &T::Config) -> Result<ResourceUsage, CandidateError> {
+    fn compile(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+    ) -> Result<ResourceUsage, CandidateError> {
         let out = Mutex::new(None);
         let emit = |_: usize, r: Result<ResourceUsage, CandidateError>| *lock(&out) = Some(r);
         let cancel = AtomicBool::new(false);
-        self.compile_many(task, std::slice::from_ref(config), &CompileSink::new(&emit, &cancel));
+        self.compile_many(
+            task,
+            std::slice::from_ref(config),
+            &CompileSink::new(&emit, &cancel),
+        );
         let r = lock(&out).take();
         r.unwrap_or_else(|| Err(CandidateError::WorkerCrashed("no compile result".into())))
     }
@@ -633,7 +669,12 @@ impl<T: Template> TuneBackend<T> for WorkerBackend<T> {
         }
     }
 
-    fn verify(&self, task: &TuneTask<'_, T>, config: &T::Config, seed: u64) -> Result<VerifyReport, CandidateError> {
+    fn verify(
+        &self,
+        task: &TuneTask<'_, T>,
+        config: &T::Config,
+        seed: u64,
+    ) -> Result<VerifyReport, CandidateError> {
         let req = WorkerRequest::Verify {
             config: to_json(config)?,
             seed,
@@ -751,7 +792,8 @@ pub fn serve<T: Template, B: TuneBackend<T>>(
         arch,
     };
     let decode = |v: Value| -> Result<T::Config, CandidateError> {
-        serde_json::from_value(v).map_err(|e| CandidateError::Rejected(format!("config does not decode: {e}")))
+        serde_json::from_value(v)
+            .map_err(|e| CandidateError::Rejected(format!("config does not decode: {e}")))
     };
     let guarded = |f: &dyn Fn() -> WorkerResponse| -> (WorkerResponse, bool) {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
@@ -841,7 +883,11 @@ pub fn serve<T: Template, B: TuneBackend<T>>(
                 }
                 reply(&WorkerResponse::CompileDone)?;
             }
-            WorkerRequest::Evaluate { config, seed, protocol } => {
+            WorkerRequest::Evaluate {
+                config,
+                seed,
+                protocol,
+            } => {
                 let (r, lost) = guarded(&|| {
                     let result = decode(config.clone()).and_then(|c| {
                         backend.compile(&task, &c)?;
@@ -902,7 +948,10 @@ mod tests {
     }
 
     /// Runs `serve` over `requests` and parses its replies.
-    fn session(backend: &ScriptedBackend, requests: &[WorkerRequest]) -> (WorkerExit, Vec<WorkerResponse>) {
+    fn session(
+        backend: &ScriptedBackend,
+        requests: &[WorkerRequest],
+    ) -> (WorkerExit, Vec<WorkerResponse>) {
         let input: String = requests
             .iter()
             .map(|r| serde_json::to_string(r).unwrap() + "\n")
@@ -920,7 +969,13 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let replies = text
             .lines()
-            .map(|l| serde_json::from_str(l.strip_prefix(RESPONSE_PREFIX).expect("every line is prefixed")).unwrap())
+            .map(|l| {
+                serde_json::from_str(
+                    l.strip_prefix(RESPONSE_PREFIX)
+                        .expect("every line is prefixed"),
+                )
+                .unwrap()
+            })
             .collect();
         (exit, replies)
     }
@@ -971,7 +1026,9 @@ mod tests {
         compiled.sort();
         assert_eq!(compiled, vec![(0, "ok"), (1, "compile"), (2, "rejected")]);
         assert_eq!(r[4], WorkerResponse::CompileDone);
-        assert!(matches!(&r[5], WorkerResponse::Evaluated { result: Ok(ev) } if ev.stats.median_us == 101.0));
+        assert!(
+            matches!(&r[5], WorkerResponse::Evaluated { result: Ok(ev) } if ev.stats.median_us == 101.0)
+        );
         assert!(matches!(
             &r[6],
             WorkerResponse::Evaluated {
@@ -1044,7 +1101,8 @@ mod tests {
             index: 2,
             result: Err(CandidateError::Timeout { after_ms: 5 }),
         };
-        let back: WorkerResponse = serde_json::from_str(&serde_json::to_string(&resp).unwrap()).unwrap();
+        let back: WorkerResponse =
+            serde_json::from_str(&serde_json::to_string(&resp).unwrap()).unwrap();
         assert_eq!(back, resp);
     }
 

@@ -41,9 +41,17 @@ pub fn decode(dtype: DType, bytes: &[u8]) -> Vec<f64> {
 
 /// `max |got - want| / max(|want|, rms of the row)` over a row (`inf` on a non-finite result).
 pub fn row_error(got: &[f64], want: &[f64]) -> f64 {
-    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64).sqrt().max(1e-6);
+    let rms = (want.iter().map(|w| w * w).sum::<f64>() / want.len() as f64)
+        .sqrt()
+        .max(1e-6);
     got.iter()
         .zip(want)
-        .map(|(g, w)| if g.is_finite() { (g - w).abs() / w.abs().max(rms) } else { f64::INFINITY })
+        .map(|(g, w)| {
+            if g.is_finite() {
+                (g - w).abs() / w.abs().max(rms)
+            } else {
+                f64::INFINITY
+            }
+        })
         .fold(0.0, f64::max)
 }

@@ -7,8 +7,8 @@
 
 use rtx_synthesis::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use rtx_synthesis::tuner::{
-    run_protocol, CandidateError, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend, TuneTask, VerifyReport,
-    Warmup,
+    run_protocol, CandidateError, MeasureProtocol, ResourceUsage, TimingStats, TuneBackend,
+    TuneTask, VerifyReport, Warmup,
 };
 use rtx_synthesis::Arch;
 use serde::{Deserialize, Serialize};
@@ -65,7 +65,12 @@ impl Template for ToyTemplate {
     fn default_config(&self, _p: &ToyProblem, _arch: Arch) -> ToyConfig {
         config(0)
     }
-    fn emit(&self, p: &ToyProblem, c: &ToyConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        p: &ToyProblem,
+        c: &ToyConfig,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.check(p, c, arch)?;
         Ok(KernelSource {
             entry: format!("toy_{}", c.id),
@@ -159,7 +164,11 @@ fn hang() -> ! {
 pub struct DummyBackend;
 
 impl TuneBackend<ToyTemplate> for DummyBackend {
-    fn compile(&self, _t: &TuneTask<'_, ToyTemplate>, c: &ToyConfig) -> Result<ResourceUsage, CandidateError> {
+    fn compile(
+        &self,
+        _t: &TuneTask<'_, ToyTemplate>,
+        c: &ToyConfig,
+    ) -> Result<ResourceUsage, CandidateError> {
         match behaviour(c.id) {
             Behaviour::BrokenCompile => Err(CandidateError::Compile(format!(
                 "toy_{}.cu(1): error: broken on purpose",
@@ -193,7 +202,9 @@ impl TuneBackend<ToyTemplate> for DummyBackend {
             }),
             Behaviour::HangRun => hang(),
             Behaviour::CrashRun => std::process::abort(),
-            Behaviour::Fault => Err(CandidateError::Fault("CUDA_ERROR_ILLEGAL_ADDRESS (dummy)".into())),
+            Behaviour::Fault => Err(CandidateError::Fault(
+                "CUDA_ERROR_ILLEGAL_ADDRESS (dummy)".into(),
+            )),
             _ => Ok(VerifyReport {
                 rel_err: 1e-4,
                 bound: 2e-2,

@@ -192,7 +192,11 @@ fn run_candidate(
     let mut go = GemmOperands { a, b, c };
     let (s, paired) = match blas.filter(|_| timing.interleave_baseline) {
         Some(blas) => {
-            let (s, sc) = timer.time_paired(timing, |st, _| k.launch(&mut go, st), |_, _| blas.gemm(&call))?;
+            let (s, sc) = timer.time_paired(
+                timing,
+                |st, _| k.launch(&mut go, st),
+                |_, _| blas.gemm(&call),
+            )?;
             (s, Some(sc))
         }
         None => (timer.time(timing, |st, _| k.launch(&mut go, st))?, None),
@@ -200,7 +204,12 @@ fn run_candidate(
     let mut case = base_case(&label, p, &s).with_note(k.describe());
     case.verified = Some(verified);
     if let Some(sc) = paired {
-        case.baselines.cublas = case.measured_baseline(sc.median_us).map(|b| MeasuredBaseline { interleaved: true, ..b });
+        case.baselines.cublas = case
+            .measured_baseline(sc.median_us)
+            .map(|b| MeasuredBaseline {
+                interleaved: true,
+                ..b
+            });
     }
     Ok(case)
 }
@@ -247,7 +256,16 @@ fn run_problem(
             continue;
         }
         let paired_blas = blas.filter(|_| cublas_us.is_some());
-        let mut case = match run_candidate(gpu, paired_blas, timer, &ctx.timing, &mut ops, p, rng, cand.as_ref()) {
+        let mut case = match run_candidate(
+            gpu,
+            paired_blas,
+            timer,
+            &ctx.timing,
+            &mut ops,
+            p,
+            rng,
+            cand.as_ref(),
+        ) {
             Ok(c) => c,
             Err(e) if e.sticky => return Err(e),
             Err(e) => failed(&cand.label(), p, e.message),

@@ -62,8 +62,14 @@ impl GemmFilter {
         let mut v = Vec::new();
         for d in DTYPES.into_iter().filter(|&d| dtype_ok(d)) {
             for &(m, n, k) in shapes {
-                let listed = all.iter().find(|p| p.dtype == d && (p.m, p.n, p.k) == (m, n, k));
-                v.push(listed.cloned().unwrap_or_else(|| GemmProblem::nn(m, n, k, d)));
+                let listed = all
+                    .iter()
+                    .find(|p| p.dtype == d && (p.m, p.n, p.k) == (m, n, k));
+                v.push(
+                    listed
+                        .cloned()
+                        .unwrap_or_else(|| GemmProblem::nn(m, n, k, d)),
+                );
             }
         }
         v
@@ -85,11 +91,17 @@ mod tests {
     fn filter_keeps_dtypes_and_shapes() {
         let all = problems(false);
         assert_eq!(GemmFilter::default().apply(all.clone()), all);
-        let f = GemmFilter { dtypes: Some(vec![DType::Bf16]), shapes: None };
+        let f = GemmFilter {
+            dtypes: Some(vec![DType::Bf16]),
+            shapes: None,
+        };
         let kept = f.apply(all.clone());
         assert_eq!(kept.len(), SQUARES.len() + ODD.len());
         assert!(kept.iter().all(|p| p.dtype == DType::Bf16));
-        let f = GemmFilter { dtypes: Some(vec![DType::F16, DType::Bf16]), shapes: Some(vec![(512, 512, 512), (96, 4096, 4096)]) };
+        let f = GemmFilter {
+            dtypes: Some(vec![DType::F16, DType::Bf16]),
+            shapes: Some(vec![(512, 512, 512), (96, 4096, 4096)]),
+        };
         let kept = f.apply(all);
         let got: Vec<_> = kept.iter().map(|p| (p.dtype, p.m, p.n, p.k)).collect();
         assert_eq!(

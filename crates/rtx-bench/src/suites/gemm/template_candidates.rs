@@ -445,7 +445,10 @@ mod tests {
         assert_eq!(Simt.dtypes(), &[DType::F32]);
         assert!(Mma.dtypes().contains(&DType::Tf32) && Mma.dtypes().contains(&DType::Bf16));
         assert!(!Wgmma.dtypes().contains(&DType::F32));
-        assert!(Wgmma.dtypes().contains(&DType::Tf32), "wgmma serves tf32 on Hopper");
+        assert!(
+            Wgmma.dtypes().contains(&DType::Tf32),
+            "wgmma serves tf32 on Hopper"
+        );
         let labels: Vec<String> = [
             DefaultCandidate(Simt).label(),
             DefaultCandidate(Mma).label(),

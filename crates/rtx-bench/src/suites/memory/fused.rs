@@ -23,8 +23,8 @@ use rtx_runtime::{DeviceBuffer, RuntimeError, Stream};
 use rtx_synthesis::templates::elementwise::presets::{self, GeluForm};
 use rtx_synthesis::templates::elementwise::reference::eval_point;
 use rtx_synthesis::templates::elementwise::{
-    DeviceSlice, DeviceSliceMut, ElementwiseKernel, ElementwiseProblem,
-    ElementwiseTemplate, ExprGraph,
+    DeviceSlice, DeviceSliceMut, ElementwiseKernel, ElementwiseProblem, ElementwiseTemplate,
+    ExprGraph,
 };
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::DType;
@@ -68,9 +68,14 @@ impl ChainKind {
 
     /// The chain named by [`ChainKind::tune_name`].
     pub fn from_tune_name(s: &str) -> Option<ChainKind> {
-        [ChainKind::GeluAffine, ChainKind::Chain8, ChainKind::BiasGelu, ChainKind::SiluGate]
-            .into_iter()
-            .find(|k| k.tune_name() == s)
+        [
+            ChainKind::GeluAffine,
+            ChainKind::Chain8,
+            ChainKind::BiasGelu,
+            ChainKind::SiluGate,
+        ]
+        .into_iter()
+        .find(|k| k.tune_name() == s)
     }
 
     /// The graph in `dtype`.
@@ -80,8 +85,12 @@ impl ChainKind {
                 graphs::gelu_affine(dtype).map_err(|e| CaseError::msg(e.to_string()))
             }
             ChainKind::Chain8 => graphs::chain8(dtype).map_err(|e| CaseError::msg(e.to_string())),
-            ChainKind::BiasGelu => presets::bias_gelu(dtype, GeluForm::Tanh).map_err(|e| CaseError::msg(e.to_string())),
-            ChainKind::SiluGate => presets::silu_gate(dtype).map_err(|e| CaseError::msg(e.to_string())),
+            ChainKind::BiasGelu => {
+                presets::bias_gelu(dtype, GeluForm::Tanh).map_err(|e| CaseError::msg(e.to_string()))
+            }
+            ChainKind::SiluGate => {
+                presets::silu_gate(dtype).map_err(|e| CaseError::msg(e.to_string()))
+            }
         }
     }
 }
@@ -132,7 +141,13 @@ impl FusedCase {
 
     /// `rtx-tune` command that tunes this chain.
     pub fn tune_command(&self) -> String {
-        format!("rtx-tune {} {}x{} --dtype {}", self.graph.tune_name(), self.rows, self.cols, self.dtype)
+        format!(
+            "rtx-tune {} {}x{} --dtype {}",
+            self.graph.tune_name(),
+            self.rows,
+            self.cols,
+            self.dtype
+        )
     }
 }
 
@@ -392,20 +407,34 @@ pub fn run(
         let name = tuned_name(&fc.fused_name());
         let row = match tn.elementwise(gpu, &problem) {
             Ok(Some(tuned)) => {
-                let run_tuned = |timer: &mut Timer<'_>, out: &mut DeviceBuffer| -> Result<Case, CaseError> {
+                let run_tuned = |timer: &mut Timer<'_>,
+                                 out: &mut DeviceBuffer|
+                 -> Result<Case, CaseError> {
                     let k = ElementwiseKernel::build(&gpu.device, &problem, &tuned.config)?;
-                    let launch = |st: &Stream, out: &mut DeviceBuffer| -> Result<(), RuntimeError> {
-                        let ins: Vec<DeviceSlice<'_>> = dev_in.iter().map(DeviceSlice::whole).collect();
-                        k.launch(st, &ins, &mut [DeviceSliceMut::whole(out)]).map_err(runtime)
-                    };
+                    let launch =
+                        |st: &Stream, out: &mut DeviceBuffer| -> Result<(), RuntimeError> {
+                            let ins: Vec<DeviceSlice<'_>> =
+                                dev_in.iter().map(DeviceSlice::whole).collect();
+                            k.launch(st, &ins, &mut [DeviceSliceMut::whole(out)])
+                                .map_err(runtime)
+                        };
                     out.fill_u8(0xFF, &gpu.stream)?;
                     launch(&gpu.stream, out)?;
                     gpu.stream.synchronize()?;
                     let got = HostMatrix::download(out_dtype, out, &gpu.stream)?;
-                    let (v, bad) = verify_points(&g, &host_in, &got, fc.cols, &points, tol, &|x| eval_point(&g, x)[0]);
+                    let (v, bad) = verify_points(&g, &host_in, &got, fc.cols, &points, tol, &|x| {
+                        eval_point(&g, x)[0]
+                    });
                     drop(got);
                     if let Some(bad) = bad {
-                        return Ok(failed_row(fc.suite, name.clone(), fc.shape(), fc.dtype, v, &bad));
+                        return Ok(failed_row(
+                            fc.suite,
+                            name.clone(),
+                            fc.shape(),
+                            fc.dtype,
+                            v,
+                            &bad,
+                        ));
                     }
                     let s = timer.time(timing, |st, _| launch(st, out))?;
                     let mut c = Case::measured(fc.suite, name.clone(), fc.shape(), Clock::Gpu, &s)
@@ -426,8 +455,16 @@ pub fn run(
                 };
                 run_tuned(timer, &mut out)?
             }
-            Ok(None) => Case::not_available(fc.suite, name, fc.shape(), nothing_tuned(&fc.tune_command())).with_dtype(fc.dtype.name()),
-            Err(e) => Case::failed(fc.suite, name, fc.shape(), Clock::Gpu, e).with_dtype(fc.dtype.name()),
+            Ok(None) => Case::not_available(
+                fc.suite,
+                name,
+                fc.shape(),
+                nothing_tuned(&fc.tune_command()),
+            )
+            .with_dtype(fc.dtype.name()),
+            Err(e) => {
+                Case::failed(fc.suite, name, fc.shape(), Clock::Gpu, e).with_dtype(fc.dtype.name())
+            }
         };
         rows.push(row);
     }

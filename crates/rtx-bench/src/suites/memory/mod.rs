@@ -227,14 +227,19 @@ pub fn run_cases(
         Ok(t) => t,
         Err(e) => return Err(format!("timer: {e}")),
     };
-    let tuning = (suite == SuiteId::Memory).then(|| tuned::MemoryTuning::new(gpu, ctx.tune, ctx.quick));
+    let tuning =
+        (suite == SuiteId::Memory).then(|| tuned::MemoryTuning::new(gpu, ctx.tune, ctx.quick));
     let bar = ctx.progress(label, cases.len() as u64);
     for c in cases {
         let what = c.what();
         bar.running(&what);
         let r = match c {
-            MemCase::Row(r) => row_ops::run(gpu, &mut timer, &ctx.timing, r, copy_gbps, tuning.as_ref()),
-            MemCase::Fused(f) => fused::run(gpu, &mut timer, &ctx.timing, f, copy_gbps, tuning.as_ref()),
+            MemCase::Row(r) => {
+                row_ops::run(gpu, &mut timer, &ctx.timing, r, copy_gbps, tuning.as_ref())
+            }
+            MemCase::Fused(f) => {
+                fused::run(gpu, &mut timer, &ctx.timing, f, copy_gbps, tuning.as_ref())
+            }
         };
         bar.done(&what);
         match r {

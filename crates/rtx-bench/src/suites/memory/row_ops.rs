@@ -63,7 +63,9 @@ impl RowCase {
             MemOp::Softmax => Ok(RowProblem::softmax(r, c, d)),
             MemOp::LayerNorm => Ok(RowProblem::layernorm(r, c, d, false, false, LN_EPS)),
             MemOp::RmsNorm => Ok(RowProblem::rmsnorm(r, c, d, false, RMS_EPS)),
-            MemOp::GeluAffine | MemOp::Chain8 => Err(CaseError::msg("an elementwise chain is not a row op")),
+            MemOp::GeluAffine | MemOp::Chain8 => {
+                Err(CaseError::msg("an elementwise chain is not a row op"))
+            }
         }
     }
 }
@@ -155,7 +157,13 @@ pub fn verify(
 
 /// `rtx-tune` command that tunes this case.
 pub fn tune_command(rc: &RowCase) -> String {
-    format!("rtx-tune {} {}x{} --dtype {}", rc.op.anchor_name(), rc.rows, rc.cols, rc.dtype)
+    format!(
+        "rtx-tune {} {}x{} --dtype {}",
+        rc.op.anchor_name(),
+        rc.rows,
+        rc.cols,
+        rc.dtype
+    )
 }
 
 /// Builds, verifies and times one row case at the template's default config and, with a
@@ -179,15 +187,31 @@ pub fn run(
         let shape = format!("{}x{}", rc.rows, rc.cols);
         let row = match tn.row(gpu, &p) {
             Ok(Some(t)) => {
-                let mut c = run_config(gpu, timer, timing, rc, &t.config, name, Some(&t.info), copy_gbps)?;
+                let mut c = run_config(
+                    gpu,
+                    timer,
+                    timing,
+                    rc,
+                    &t.config,
+                    name,
+                    Some(&t.info),
+                    copy_gbps,
+                )?;
                 if let Some(d) = default_us {
                     c.baselines.untuned = c.measured_baseline(d);
                 }
                 c.tuning = Some(t.info);
                 c
             }
-            Ok(None) => Case::not_available(SuiteId::Memory, name, shape, nothing_tuned(&tune_command(rc))).with_dtype(rc.dtype.name()),
-            Err(e) => Case::failed(SuiteId::Memory, name, shape, Clock::Gpu, e).with_dtype(rc.dtype.name()),
+            Ok(None) => Case::not_available(
+                SuiteId::Memory,
+                name,
+                shape,
+                nothing_tuned(&tune_command(rc)),
+            )
+            .with_dtype(rc.dtype.name()),
+            Err(e) => Case::failed(SuiteId::Memory, name, shape, Clock::Gpu, e)
+                .with_dtype(rc.dtype.name()),
         };
         rows.push(row);
     }

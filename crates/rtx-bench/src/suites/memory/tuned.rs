@@ -7,7 +7,9 @@
 use crate::gpu::Gpu;
 use crate::report::TuningInfo;
 use rtx_synthesis::synth::{MemoryTuneReport, StrategyKind, Synth, SynthError, TuneRequest};
-use rtx_synthesis::templates::elementwise::{ElementwiseConfig, ElementwiseProblem, ElementwiseTemplate};
+use rtx_synthesis::templates::elementwise::{
+    ElementwiseConfig, ElementwiseProblem, ElementwiseTemplate,
+};
 use rtx_synthesis::templates::reduce::{RowConfig, RowProblem, RowReduceTemplate};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::{Lookup, LookupSource, MeasureProtocol};
@@ -49,8 +51,13 @@ impl MemoryTuning {
     /// Opens the default kernel cache and tuning database for `gpu`; `budget`: tune each op
     /// in-process first with this wall-clock budget.
     pub fn new(gpu: &Gpu, budget: Option<Duration>, quick: bool) -> MemoryTuning {
-        let synth = Synth::new(&gpu.device).map_err(|e| format!("tuning database / kernel cache not usable: {e}"));
-        MemoryTuning { synth, budget, quick }
+        let synth = Synth::new(&gpu.device)
+            .map_err(|e| format!("tuning database / kernel cache not usable: {e}"));
+        MemoryTuning {
+            synth,
+            budget,
+            quick,
+        }
     }
 
     /// Whether this run tunes before serving.
@@ -106,7 +113,10 @@ impl MemoryTuning {
     pub fn row(&self, gpu: &Gpu, p: &RowProblem) -> Result<Option<Tuned<RowConfig>>, String> {
         let synth = self.synth.as_ref().map_err(Clone::clone)?;
         let tuned = match self.budget {
-            Some(b) => Some(timed(|| synth.tune_rows(p, &self.request(b))).map_err(|e| format!("tuning: {e}"))?),
+            Some(b) => Some(
+                timed(|| synth.tune_rows(p, &self.request(b)))
+                    .map_err(|e| format!("tuning: {e}"))?,
+            ),
             None => None,
         };
         let found = synth.row_config(p).map_err(|e| e.to_string())?;
@@ -115,10 +125,17 @@ impl MemoryTuning {
     }
 
     /// The tuned config of a fused elementwise graph (see [`MemoryTuning::row`]).
-    pub fn elementwise(&self, gpu: &Gpu, p: &ElementwiseProblem) -> Result<Option<Tuned<ElementwiseConfig>>, String> {
+    pub fn elementwise(
+        &self,
+        gpu: &Gpu,
+        p: &ElementwiseProblem,
+    ) -> Result<Option<Tuned<ElementwiseConfig>>, String> {
         let synth = self.synth.as_ref().map_err(Clone::clone)?;
         let tuned = match self.budget {
-            Some(b) => Some(timed(|| synth.tune_elementwise(p, &self.request(b))).map_err(|e| format!("tuning: {e}"))?),
+            Some(b) => Some(
+                timed(|| synth.tune_elementwise(p, &self.request(b)))
+                    .map_err(|e| format!("tuning: {e}"))?,
+            ),
             None => None,
         };
         let found = synth.elementwise_config(p).map_err(|e| e.to_string())?;
@@ -127,7 +144,9 @@ impl MemoryTuning {
     }
 }
 
-fn timed(f: impl FnOnce() -> Result<MemoryTuneReport, SynthError>) -> Result<(MemoryTuneReport, f64), SynthError> {
+fn timed(
+    f: impl FnOnce() -> Result<MemoryTuneReport, SynthError>,
+) -> Result<(MemoryTuneReport, f64), SynthError> {
     let t0 = Instant::now();
     let r = f()?;
     Ok((r, t0.elapsed().as_secs_f64()))
@@ -147,7 +166,10 @@ pub fn describe(info: &TuningInfo) -> String {
             s.push_str(&format!(" ({m} configs measured)"));
         }
     }
-    s.push_str(&format!("; untuned = default config {}", info.default_config));
+    s.push_str(&format!(
+        "; untuned = default config {}",
+        info.default_config
+    ));
     s
 }
 
@@ -157,8 +179,14 @@ mod tests {
 
     #[test]
     fn tuned_rows_are_named_after_the_default_rows() {
-        assert_eq!(tuned_name("rtx softmax bf16 16384x3072"), "rtx-tuned softmax bf16 16384x3072");
-        assert_eq!(tuned_name("rtx chain8 fused bf16 32768x4096"), "rtx-tuned chain8 fused bf16 32768x4096");
+        assert_eq!(
+            tuned_name("rtx softmax bf16 16384x3072"),
+            "rtx-tuned softmax bf16 16384x3072"
+        );
+        assert_eq!(
+            tuned_name("rtx chain8 fused bf16 32768x4096"),
+            "rtx-tuned chain8 fused bf16 32768x4096"
+        );
         assert_eq!(tuned_name("x"), "rtx-tuned x");
     }
 

@@ -20,7 +20,9 @@ use rtx_synthesis::templates::elementwise::{
     DeviceSlice, DeviceSliceMut, ElementwiseKernel, ElementwiseProblem, ElementwiseTemplate,
 };
 use rtx_synthesis::templates::gemm::{Activation, Epilogue, Layout};
-use rtx_synthesis::templates::reduce::{RowBuffers, RowProblem, RowReduceKernel, RowReduceTemplate};
+use rtx_synthesis::templates::reduce::{
+    RowBuffers, RowProblem, RowReduceKernel, RowReduceTemplate,
+};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::DType;
 
@@ -32,7 +34,12 @@ pub trait AttentionStep {
     /// What runs, in words (template and config).
     fn describe(&self) -> String;
     /// Enqueues one attention on `stream`.
-    fn launch(&self, stream: &Stream, qkv: &DeviceBuffer, o: &mut DeviceBuffer) -> Result<(), String>;
+    fn launch(
+        &self,
+        stream: &Stream,
+        qkv: &DeviceBuffer,
+        o: &mut DeviceBuffer,
+    ) -> Result<(), String>;
 }
 
 /// The layer's parameters and activations on the device.
@@ -72,13 +79,19 @@ const LN2_W: usize = 10;
 const LN2_B: usize = 11;
 
 fn upload(synth: &Synth, stream: &Stream, m: &HostMatrix) -> Result<DeviceBuffer, String> {
-    let mut b = synth.device().alloc(m.bytes().len(), stream).map_err(|e| e.to_string())?;
+    let mut b = synth
+        .device()
+        .alloc(m.bytes().len(), stream)
+        .map_err(|e| e.to_string())?;
     b.upload(m.bytes(), stream).map_err(|e| e.to_string())?;
     Ok(b)
 }
 
 fn zeros(synth: &Synth, stream: &Stream, elems: usize) -> Result<DeviceBuffer, String> {
-    let mut b = synth.device().alloc(elems * 2, stream).map_err(|e| e.to_string())?;
+    let mut b = synth
+        .device()
+        .alloc(elems * 2, stream)
+        .map_err(|e| e.to_string())?;
     b.fill_u8(0xff, stream).map_err(|e| e.to_string())?; // NaN in bf16: unwritten shows
     Ok(b)
 }
@@ -86,10 +99,21 @@ fn zeros(synth: &Synth, stream: &Stream, elems: usize) -> Result<DeviceBuffer, S
 impl LayerState {
     /// Random parameters (uniform, scaled by `1/sqrt(fan_in)` like PyTorch's init) and input
     /// from `seed`, uploaded; activations allocated and poisoned.
-    pub fn new(synth: &Synth, stream: &Stream, shape: EncoderShape, seed: u64) -> Result<LayerState, String> {
+    pub fn new(
+        synth: &Synth,
+        stream: &Stream,
+        shape: EncoderShape,
+        seed: u64,
+    ) -> Result<LayerState, String> {
         shape.validate()?;
-        let (t, d, f) = (shape.tokens() as usize, shape.d_model as usize, shape.ffn as usize);
-        let lin = |k: u64, n: usize, fan_in: usize| HostMatrix::seeded(seed ^ (k << 56), n, DT, 1.0 / (fan_in as f32).sqrt());
+        let (t, d, f) = (
+            shape.tokens() as usize,
+            shape.d_model as usize,
+            shape.ffn as usize,
+        );
+        let lin = |k: u64, n: usize, fan_in: usize| {
+            HostMatrix::seeded(seed ^ (k << 56), n, DT, 1.0 / (fan_in as f32).sqrt())
+        };
         let ln_w = |k: u64| HostMatrix::seeded(seed ^ (k << 56), d, DT, 0.2); // 1 + this below
         let mats = vec![
             lin(1, 3 * d * d, d),
@@ -106,7 +130,10 @@ impl LayerState {
             lin(12, d, 4 * d),
         ];
         let x = HostMatrix::seeded(seed ^ (13 << 56), t * d, DT, 1.0);
-        let w = mats.iter().map(|m| upload(synth, stream, m)).collect::<Result<Vec<_>, _>>()?;
+        let w = mats
+            .iter()
+            .map(|m| upload(synth, stream, m))
+            .collect::<Result<Vec<_>, _>>()?;
         let v = |i: usize| mats[i].to_f32();
         let host = HostWeights {
             w_qkv: v(W_QKV),
@@ -140,7 +167,15 @@ impl LayerState {
 
     /// Poisons every activation (NaN), so a step that writes nothing fails the check.
     pub fn poison(&mut self, stream: &Stream) -> Result<(), String> {
-        for b in [&mut self.qkv, &mut self.o, &mut self.a, &mut self.h1, &mut self.f, &mut self.h2, &mut self.y] {
+        for b in [
+            &mut self.qkv,
+            &mut self.o,
+            &mut self.a,
+            &mut self.h1,
+            &mut self.f,
+            &mut self.h2,
+            &mut self.y,
+        ] {
             b.fill_u8(0xff, stream).map_err(|e| e.to_string())?;
         }
         Ok(())
@@ -149,19 +184,36 @@ impl LayerState {
 
 /// `1 + m` (LayerNorm weights around one), rounded to bf16.
 fn shift_one(m: &HostMatrix) -> HostMatrix {
-    let bits = m.to_f32().iter().map(|v| half::bf16::from_f32(1.0 + v).to_bits()).collect();
+    let bits = m
+        .to_f32()
+        .iter()
+        .map(|v| half::bf16::from_f32(1.0 + v).to_bits())
+        .collect();
     HostMatrix::Half { dtype: DT, bits }
 }
 
 /// A projection `[t, in] x W^T ([out, in]) -> [t, out]` with the given epilogue.
-fn projection(synth: &Synth, t: u32, out: u32, inp: u32, ep: Epilogue) -> Result<GemmKernel, String> {
+fn projection(
+    synth: &Synth,
+    t: u32,
+    out: u32,
+    inp: u32,
+    ep: Epilogue,
+) -> Result<GemmKernel, String> {
     let mut spec = GemmSpec::new(t, out, inp, DT).with_layouts(Layout::Row, Layout::Col);
     spec.epilogue = ep;
-    synth.gemm(&spec).map_err(|e| format!("gemm {t}x{out}x{inp}: {e}"))
+    synth
+        .gemm(&spec)
+        .map_err(|e| format!("gemm {t}x{out}x{inp}: {e}"))
 }
 
 fn epilogue(bias: bool, activation: Activation, residual: bool) -> Epilogue {
-    Epilogue { bias, activation, residual, ..Epilogue::plain(DT) }
+    Epilogue {
+        bias,
+        activation,
+        residual,
+        ..Epilogue::plain(DT)
+    }
 }
 
 fn layer_norm(synth: &Synth, shape: &EncoderShape) -> Result<RowReduceKernel, String> {
@@ -170,7 +222,14 @@ fn layer_norm(synth: &Synth, shape: &EncoderShape) -> Result<RowReduceKernel, St
     RowReduceKernel::build(synth.device(), &p, &c).map_err(|e| format!("layernorm: {e}"))
 }
 
-fn ln_launch(k: &RowReduceKernel, s: &Stream, x: &DeviceBuffer, w: &DeviceBuffer, b: &DeviceBuffer, y: &mut DeviceBuffer) -> Result<(), String> {
+fn ln_launch(
+    k: &RowReduceKernel,
+    s: &Stream,
+    x: &DeviceBuffer,
+    w: &DeviceBuffer,
+    b: &DeviceBuffer,
+    y: &mut DeviceBuffer,
+) -> Result<(), String> {
     let bufs = RowBuffers {
         x: DeviceSlice::whole(x),
         residual: None,
@@ -182,10 +241,25 @@ fn ln_launch(k: &RowReduceKernel, s: &Stream, x: &DeviceBuffer, w: &DeviceBuffer
     k.launch(s, bufs).map_err(|e| format!("layernorm: {e}"))
 }
 
-fn gemm_launch(k: &GemmKernel, s: &Stream, a: &DeviceBuffer, w: &DeviceBuffer, c: &mut DeviceBuffer, bias: Option<&DeviceBuffer>, residual: Option<&DeviceBuffer>) -> Result<(), String> {
+fn gemm_launch(
+    k: &GemmKernel,
+    s: &Stream,
+    a: &DeviceBuffer,
+    w: &DeviceBuffer,
+    c: &mut DeviceBuffer,
+    bias: Option<&DeviceBuffer>,
+    residual: Option<&DeviceBuffer>,
+) -> Result<(), String> {
     let p = k.problem();
-    let mut bufs = GemmBuffers { a, b: w, c, bias, residual };
-    k.launch_with(s, &mut bufs).map_err(|e| format!("gemm {}x{}x{}: {e}", p.m, p.n, p.k))
+    let mut bufs = GemmBuffers {
+        a,
+        b: w,
+        c,
+        bias,
+        residual,
+    };
+    k.launch_with(s, &mut bufs)
+        .map_err(|e| format!("gemm {}x{}x{}: {e}", p.m, p.n, p.k))
 }
 
 /// The fused plan's kernels.
@@ -216,21 +290,57 @@ impl FusedLayer {
             .iter()
             .map(|k| {
                 let p = k.problem();
-                format!("{}x{}x{} {} {}", p.m, p.n, p.k, k.template(), rtx_synthesis::synth::gemm::source_name(k.source()))
+                format!(
+                    "{}x{}x{} {} {}",
+                    p.m,
+                    p.n,
+                    p.k,
+                    k.template(),
+                    rtx_synthesis::synth::gemm::source_name(k.source())
+                )
             })
             .collect::<Vec<_>>()
             .join("; ")
     }
 
     /// Enqueues one forward pass: `st.y = layer(st.x)`.
-    pub fn forward(&self, st: &mut LayerState, attn: &dyn AttentionStep, s: &Stream) -> Result<(), String> {
+    pub fn forward(
+        &self,
+        st: &mut LayerState,
+        attn: &dyn AttentionStep,
+        s: &Stream,
+    ) -> Result<(), String> {
         let w = &st.w;
-        gemm_launch(&self.qkv, s, &st.x, &w[W_QKV], &mut st.qkv, Some(&w[B_QKV]), None)?;
+        gemm_launch(
+            &self.qkv,
+            s,
+            &st.x,
+            &w[W_QKV],
+            &mut st.qkv,
+            Some(&w[B_QKV]),
+            None,
+        )?;
         attn.launch(s, &st.qkv, &mut st.o)?;
-        gemm_launch(&self.out, s, &st.o, &w[W_O], &mut st.a, Some(&w[B_O]), Some(&st.x))?;
+        gemm_launch(
+            &self.out,
+            s,
+            &st.o,
+            &w[W_O],
+            &mut st.a,
+            Some(&w[B_O]),
+            Some(&st.x),
+        )?;
         ln_launch(&self.ln, s, &st.a, &w[LN1_W], &w[LN1_B], &mut st.h1)?;
         gemm_launch(&self.up, s, &st.h1, &w[W_1], &mut st.f, Some(&w[B_1]), None)?;
-        gemm_launch(&self.down, s, &st.f, &w[W_2], &mut st.h2, Some(&w[B_2]), Some(&st.h1))?;
+        gemm_launch(
+            &self.down,
+            s,
+            &st.f,
+            &w[W_2],
+            &mut st.h2,
+            Some(&w[B_2]),
+            Some(&st.h1),
+        )?;
         ln_launch(&self.ln, s, &st.h2, &w[LN2_W], &w[LN2_B], &mut st.y)
     }
 }
@@ -245,13 +355,19 @@ pub struct UnfusedLayer {
     ln: RowReduceKernel,
 }
 
-fn elementwise(synth: &Synth, rows: u32, cols: u32, build: impl FnOnce(&mut GraphBuilder)) -> Result<ElementwiseKernel, String> {
+fn elementwise(
+    synth: &Synth,
+    rows: u32,
+    cols: u32,
+    build: impl FnOnce(&mut GraphBuilder),
+) -> Result<ElementwiseKernel, String> {
     let mut g = GraphBuilder::new();
     build(&mut g);
     let graph = g.build().map_err(|e| e.to_string())?;
     let p = ElementwiseProblem::new(graph, rows, cols);
     let c = ElementwiseTemplate.default_config(&p, synth.arch());
-    ElementwiseKernel::build(synth.device(), &p, &c).map_err(|e| format!("elementwise {rows}x{cols}: {e}"))
+    ElementwiseKernel::build(synth.device(), &p, &c)
+        .map_err(|e| format!("elementwise {rows}x{cols}: {e}"))
 }
 
 fn bias_add(synth: &Synth, rows: u32, cols: u32) -> Result<ElementwiseKernel, String> {
@@ -263,9 +379,15 @@ fn bias_add(synth: &Synth, rows: u32, cols: u32) -> Result<ElementwiseKernel, St
     })
 }
 
-fn ew_launch(k: &ElementwiseKernel, s: &Stream, inputs: &[&DeviceBuffer], out: &mut DeviceBuffer) -> Result<(), String> {
+fn ew_launch(
+    k: &ElementwiseKernel,
+    s: &Stream,
+    inputs: &[&DeviceBuffer],
+    out: &mut DeviceBuffer,
+) -> Result<(), String> {
     let ins: Vec<DeviceSlice<'_>> = inputs.iter().map(|b| DeviceSlice::whole(b)).collect();
-    k.launch(s, &ins, &mut [DeviceSliceMut::whole(out)]).map_err(|e| format!("elementwise: {e}"))
+    k.launch(s, &ins, &mut [DeviceSliceMut::whole(out)])
+        .map_err(|e| format!("elementwise: {e}"))
 }
 
 impl UnfusedLayer {
@@ -280,7 +402,11 @@ impl UnfusedLayer {
                 projection(untuned, t, f, d, plain)?,
                 projection(untuned, t, d, f, plain)?,
             ],
-            bias: [bias_add(untuned, t, 3 * d)?, bias_add(untuned, t, d)?, bias_add(untuned, t, f)?],
+            bias: [
+                bias_add(untuned, t, 3 * d)?,
+                bias_add(untuned, t, d)?,
+                bias_add(untuned, t, f)?,
+            ],
             add: elementwise(untuned, t, d, |g| {
                 let x = g.input(DT, Broadcast::Full);
                 let r = g.input(DT, Broadcast::Full);
@@ -297,7 +423,12 @@ impl UnfusedLayer {
     }
 
     /// Enqueues one forward pass: `st.y = layer(st.x)`, one kernel per op.
-    pub fn forward(&self, st: &mut LayerState, attn: &dyn AttentionStep, s: &Stream) -> Result<(), String> {
+    pub fn forward(
+        &self,
+        st: &mut LayerState,
+        attn: &dyn AttentionStep,
+        s: &Stream,
+    ) -> Result<(), String> {
         let w = &st.w;
         let [g_qkv, g_out, g_up, g_down] = &self.gemms;
         let [b_qkv, b_d, b_f] = &self.bias;
@@ -320,7 +451,12 @@ impl UnfusedLayer {
 
 /// Relative error `||y - ref|| / ||ref||` of the sampled output rows (NaN when any sampled
 /// element is not finite, so an unwritten output fails).
-pub fn sampled_error(st: &LayerState, stream: &Stream, rows: &[(u32, u32)], want: &[Vec<f64>]) -> Result<f64, String> {
+pub fn sampled_error(
+    st: &LayerState,
+    stream: &Stream,
+    rows: &[(u32, u32)],
+    want: &[Vec<f64>],
+) -> Result<f64, String> {
     let bits: Vec<u16> = st.y.download(stream).map_err(|e| e.to_string())?;
     let d = st.shape.d_model as usize;
     let (mut num, mut den) = (0.0f64, 0.0f64);

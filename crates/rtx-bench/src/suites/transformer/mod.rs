@@ -24,10 +24,10 @@ use reference::{reference_rows, EncoderShape};
 use rtx_runtime::RuntimeError;
 use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::{GemmSpec, Synth, TuneRequest};
-use rtx_synthesis::templates::gemm::{Activation, Epilogue, Layout};
 use rtx_synthesis::templates::attention::{
     AttentionBuffers, AttentionKernel, AttentionLayout, AttentionProblem, AttentionTemplate,
 };
+use rtx_synthesis::templates::gemm::{Activation, Epilogue, Layout};
 use rtx_synthesis::templates::Template;
 use rtx_synthesis::tuner::{LookupSource, TuningDb};
 use rtx_synthesis::DType;
@@ -40,7 +40,10 @@ pub const LAYER_BOUND: f64 = 2e-2;
 fn sampled_rows(shape: &EncoderShape) -> Vec<(u32, u32)> {
     let last = shape.batch - 1;
     let s = shape.seq;
-    [0, 1, s / 3, s / 2, s - 1].iter().flat_map(|&p| [(0, p), (last, p)]).collect()
+    [0, 1, s / 3, s / 2, s - 1]
+        .iter()
+        .flat_map(|&p| [(0, p), (last, p)])
+        .collect()
 }
 
 /// The layer's attention: the attention template at its default config, reading Q, K and V in
@@ -53,30 +56,54 @@ struct PackedAttention {
 impl AttentionStep for PackedAttention {
     fn describe(&self) -> String {
         let c = &self.kernel.config;
-        format!("attention bm{} bn{} w{} s{}, qkv read in place", c.block_m, c.block_n, c.warps, c.stages)
+        format!(
+            "attention bm{} bn{} w{} s{}, qkv read in place",
+            c.block_m, c.block_n, c.warps, c.stages
+        )
     }
 
-    fn launch(&self, stream: &rtx_runtime::Stream, qkv: &rtx_runtime::DeviceBuffer, o: &mut rtx_runtime::DeviceBuffer) -> Result<(), String> {
+    fn launch(
+        &self,
+        stream: &rtx_runtime::Stream,
+        qkv: &rtx_runtime::DeviceBuffer,
+        o: &mut rtx_runtime::DeviceBuffer,
+    ) -> Result<(), String> {
         let p = &self.problem;
         let bufs = AttentionBuffers::packed_qkv(p, qkv, o);
-        self.kernel.launch_strided(stream, bufs, p, &AttentionLayout::packed_qkv(p)).map_err(|e| format!("attention: {e}"))
+        self.kernel
+            .launch_strided(stream, bufs, p, &AttentionLayout::packed_qkv(p))
+            .map_err(|e| format!("attention: {e}"))
     }
 }
 
 /// The attention kernel the layer uses on this GPU, or why there is none.
 fn attention_step(gpu: &Gpu, shape: &EncoderShape) -> Result<Box<dyn AttentionStep>, String> {
-    let problem = AttentionProblem::new(shape.batch, shape.heads, shape.seq, shape.head_dim(), false, DType::Bf16);
+    let problem = AttentionProblem::new(
+        shape.batch,
+        shape.heads,
+        shape.seq,
+        shape.head_dim(),
+        false,
+        DType::Bf16,
+    );
     let t = AttentionTemplate;
     let config = t.default_config(&problem, gpu.arch);
-    t.check(&problem, &config, gpu.arch).map_err(|e| format!("no attention kernel for this GPU: {e}"))?;
-    let kernel = AttentionKernel::build(&gpu.device, &problem, &config).map_err(|e| format!("attention: {e}"))?;
+    t.check(&problem, &config, gpu.arch)
+        .map_err(|e| format!("no attention kernel for this GPU: {e}"))?;
+    let kernel = AttentionKernel::build(&gpu.device, &problem, &config)
+        .map_err(|e| format!("attention: {e}"))?;
     Ok(Box::new(PackedAttention { kernel, problem }))
 }
 
 /// The fused plan's GEMM specs (for tuning).
 fn fused_specs(shape: &EncoderShape) -> Vec<GemmSpec> {
     let (t, d, f) = (shape.tokens(), shape.d_model, shape.ffn);
-    let ep = |bias, activation, residual| Epilogue { bias, activation, residual, ..Epilogue::plain(DType::Bf16) };
+    let ep = |bias, activation, residual| Epilogue {
+        bias,
+        activation,
+        residual,
+        ..Epilogue::plain(DType::Bf16)
+    };
     [
         (3 * d, d, ep(true, Activation::None, false)),
         (d, d, ep(true, Activation::None, true)),
@@ -94,23 +121,35 @@ fn fused_specs(shape: &EncoderShape) -> Vec<GemmSpec> {
 
 /// Seconds of tuning per GEMM (`RTX_LAYER_TUNE_S`, default 20).
 fn tune_seconds() -> u64 {
-    std::env::var("RTX_LAYER_TUNE_S").ok().and_then(|v| v.parse().ok()).unwrap_or(20)
+    std::env::var("RTX_LAYER_TUNE_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
 }
 
 /// Tunes every fused-plan GEMM that has no exact database entry; returns what was done.
 fn tune_missing(synth: &Synth, shape: &EncoderShape, secs: u64) -> Vec<String> {
     let mut done = Vec::new();
     for spec in fused_specs(shape) {
-        let exact = synth.gemm(&spec).map(|k| matches!(k.source(), LookupSource::Exact)).unwrap_or(false);
+        let exact = synth
+            .gemm(&spec)
+            .map(|k| matches!(k.source(), LookupSource::Exact))
+            .unwrap_or(false);
         if exact {
             continue;
         }
-        let req = TuneRequest { time_budget: Duration::from_secs(secs), ..Default::default() };
+        let req = TuneRequest {
+            time_budget: Duration::from_secs(secs),
+            ..Default::default()
+        };
         match synth.tune_gemm(&spec, &req) {
             Ok(_) => done.push(format!("tuned {}x{}x{}", spec.m, spec.n, spec.k)),
             Err(e) => {
                 tracing::warn!(target: "rtx_bench", "layer gemm {}x{}x{}: tuning failed: {e}", spec.m, spec.n, spec.k);
-                done.push(format!("tuning {}x{}x{} failed: {e}", spec.m, spec.n, spec.k));
+                done.push(format!(
+                    "tuning {}x{}x{} failed: {e}",
+                    spec.m, spec.n, spec.k
+                ));
             }
         }
     }
@@ -123,7 +162,10 @@ fn untuned_synth(gpu: &Gpu) -> Result<(Synth, std::path::PathBuf), String> {
     let _ = std::fs::remove_file(&path);
     let cache = KernelCache::open_default().map_err(|e| e.to_string())?;
     let db = TuningDb::open(&path).map_err(|e| e.to_string())?;
-    Ok((Synth::with_stores(&gpu.device, cache, db).map_err(|e| e.to_string())?, path))
+    Ok((
+        Synth::with_stores(&gpu.device, cache, db).map_err(|e| e.to_string())?,
+        path,
+    ))
 }
 
 /// The transformer suite.
@@ -144,14 +186,19 @@ fn run_plan(
     forward: &dyn Fn(&mut LayerState, &rtx_runtime::Stream) -> Result<(), String>,
 ) -> Result<Measured, Case> {
     let shape = st.shape;
-    let fail = |e: String| Case::failed(SuiteId::Transformer, name, shape.describe(), Clock::Gpu, e).with_dtype("bf16");
+    let fail = |e: String| {
+        Case::failed(SuiteId::Transformer, name, shape.describe(), Clock::Gpu, e).with_dtype("bf16")
+    };
     let s = &gpu.stream;
     st.poison(s).map_err(fail)?;
     forward(st, s).map_err(fail)?;
     let err = layer::sampled_error(st, s, rows, want).map_err(fail)?;
     let verified = Verified::new(err, LAYER_BOUND);
     if !verified.ok {
-        let mut c = fail(format!("wrong result: relative error {err:e} over {} sampled rows exceeds {LAYER_BOUND:e}", rows.len()));
+        let mut c = fail(format!(
+            "wrong result: relative error {err:e} over {} sampled rows exceeds {LAYER_BOUND:e}",
+            rows.len()
+        ));
         c.verified = Some(verified);
         return Err(c);
     }
@@ -168,20 +215,36 @@ fn run_plan(
         (_, Some(e)) => return Err(fail(e)),
         (Err(e), None) => return Err(fail(e.to_string())),
     };
-    let mut case = Case::measured(SuiteId::Transformer, name, shape.describe(), Clock::Gpu, &summary)
-        .with_dtype("bf16")
-        .with_work(Some(shape.flops()), None);
+    let mut case = Case::measured(
+        SuiteId::Transformer,
+        name,
+        shape.describe(),
+        Clock::Gpu,
+        &summary,
+    )
+    .with_dtype("bf16")
+    .with_work(Some(shape.flops()), None);
     case.verified = Some(verified);
-    Ok(Measured { median_us: summary.median_us, case })
+    Ok(Measured {
+        median_us: summary.median_us,
+        case,
+    })
 }
 
 impl TransformerSuite {
     fn layer_cases(&self, ctx: &SuiteContext<'_>, gpu: &Gpu, shape: EncoderShape) -> Vec<Case> {
-        let key = layer_key(shape.batch, shape.seq, shape.d_model, shape.heads, shape.ffn);
+        let key = layer_key(
+            shape.batch,
+            shape.seq,
+            shape.d_model,
+            shape.heads,
+            shape.ffn,
+        );
         let fused_name = format!("rtx encoder {} bf16 fused", shape.describe());
         let unfused_name = format!("rtx encoder {} bf16 unfused untuned", shape.describe());
         let na = |name: &str, why: String| {
-            let mut c = Case::not_available(SuiteId::Transformer, name, shape.describe(), why).with_dtype("bf16");
+            let mut c = Case::not_available(SuiteId::Transformer, name, shape.describe(), why)
+                .with_dtype("bf16");
             c.anchor = Some(key.clone());
             c
         };
@@ -192,7 +255,11 @@ impl TransformerSuite {
         let prepared = (|| -> Result<_, String> {
             let synth = Synth::new(&gpu.device).map_err(|e| e.to_string())?;
             let secs = tune_seconds();
-            let tuned = if !ctx.quick && secs > 0 { tune_missing(&synth, &shape, secs) } else { Vec::new() };
+            let tuned = if !ctx.quick && secs > 0 {
+                tune_missing(&synth, &shape, secs)
+            } else {
+                Vec::new()
+            };
             let fused = FusedLayer::build(&synth, &shape)?;
             let (untuned, db_path) = untuned_synth(gpu)?;
             let unfused = UnfusedLayer::build(&untuned, &shape);
@@ -203,14 +270,27 @@ impl TransformerSuite {
         let (fused, unfused, mut st, tuned) = match prepared {
             Ok(p) => p,
             Err(e) => {
-                let f = |n: &str| Case::failed(SuiteId::Transformer, n, shape.describe(), Clock::Gpu, e.clone()).with_dtype("bf16");
+                let f = |n: &str| {
+                    Case::failed(
+                        SuiteId::Transformer,
+                        n,
+                        shape.describe(),
+                        Clock::Gpu,
+                        e.clone(),
+                    )
+                    .with_dtype("bf16")
+                };
                 return vec![f(&fused_name), f(&unfused_name)];
             }
         };
         let rows = sampled_rows(&shape);
         let want = reference_rows(&shape, &st.host, &st.host_x, &rows);
-        let un = run_plan(&unfused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| unfused.forward(st, attn.as_ref(), s));
-        let fu = run_plan(&fused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| fused.forward(st, attn.as_ref(), s));
+        let un = run_plan(&unfused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| {
+            unfused.forward(st, attn.as_ref(), s)
+        });
+        let fu = run_plan(&fused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| {
+            fused.forward(st, attn.as_ref(), s)
+        });
         let mut out = Vec::new();
         let un_median = un.as_ref().ok().map(|m| m.median_us);
         match fu {
@@ -220,13 +300,22 @@ impl TransformerSuite {
                 if let Some(u) = un_median {
                     c.baselines.untuned = c.measured_baseline(u);
                 }
-                let reduction = un_median.map(|u| format!("; step-time reduction vs our unfused untuned plan {:.1}%", 100.0 * (1.0 - m.median_us / u)));
+                let reduction = un_median.map(|u| {
+                    format!(
+                        "; step-time reduction vs our unfused untuned plan {:.1}%",
+                        100.0 * (1.0 - m.median_us / u)
+                    )
+                });
                 c.note = Some(format!(
                     "7 launches: GEMMs [{}], attention [{}], 2 LayerNorms{}{}",
                     fused.describe(),
                     attn.describe(),
                     reduction.unwrap_or_default(),
-                    if tuned.is_empty() { String::new() } else { format!("; this run {}", tuned.join(", ")) }
+                    if tuned.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; this run {}", tuned.join(", "))
+                    }
                 ));
                 out.push(c);
             }
@@ -278,9 +367,21 @@ mod tests {
     fn fused_specs_are_nt_projections_with_their_epilogues() {
         let specs = fused_specs(&EncoderShape::ANCHOR);
         let dims: Vec<(u32, u32, u32)> = specs.iter().map(|s| (s.m, s.n, s.k)).collect();
-        assert_eq!(dims, vec![(4096, 2304, 768), (4096, 768, 768), (4096, 3072, 768), (4096, 768, 3072)]);
-        assert!(specs.iter().all(|s| s.layout_b == Layout::Col && s.epilogue.bias));
+        assert_eq!(
+            dims,
+            vec![
+                (4096, 2304, 768),
+                (4096, 768, 768),
+                (4096, 3072, 768),
+                (4096, 768, 3072)
+            ]
+        );
+        assert!(specs
+            .iter()
+            .all(|s| s.layout_b == Layout::Col && s.epilogue.bias));
         assert_eq!(specs[2].epilogue.activation, Activation::Relu);
-        assert!(specs[1].epilogue.residual && specs[3].epilogue.residual && !specs[0].epilogue.residual);
+        assert!(
+            specs[1].epilogue.residual && specs[3].epilogue.residual && !specs[0].epilogue.residual
+        );
     }
 }

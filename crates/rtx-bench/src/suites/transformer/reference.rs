@@ -26,7 +26,13 @@ pub struct EncoderShape {
 
 impl EncoderShape {
     /// The anchor layer: B8 S512 d768 h12 ffn3072.
-    pub const ANCHOR: EncoderShape = EncoderShape { batch: 8, seq: 512, d_model: 768, heads: 12, ffn: 3072 };
+    pub const ANCHOR: EncoderShape = EncoderShape {
+        batch: 8,
+        seq: 512,
+        d_model: 768,
+        heads: 12,
+        ffn: 3072,
+    };
 
     /// Rows of every activation matrix (`batch * seq`).
     pub fn tokens(&self) -> u32 {
@@ -40,7 +46,10 @@ impl EncoderShape {
 
     /// Shape in words, e.g. `B8 S512 d768 h12 ffn3072`.
     pub fn describe(&self) -> String {
-        format!("B{} S{} d{} h{} ffn{}", self.batch, self.seq, self.d_model, self.heads, self.ffn)
+        format!(
+            "B{} S{} d{} h{} ffn{}",
+            self.batch, self.seq, self.d_model, self.heads, self.ffn
+        )
     }
 
     /// Floating-point operations of one forward pass: the four projections plus attention
@@ -54,11 +63,18 @@ impl EncoderShape {
 
     /// Checks that the shape is usable (non-zero, heads divide the width).
     pub fn validate(&self) -> Result<(), String> {
-        if self.batch == 0 || self.seq == 0 || self.d_model == 0 || self.heads == 0 || self.ffn == 0 {
-            return Err(format!("encoder shape {}: every dimension must be at least 1", self.describe()));
+        if self.batch == 0 || self.seq == 0 || self.d_model == 0 || self.heads == 0 || self.ffn == 0
+        {
+            return Err(format!(
+                "encoder shape {}: every dimension must be at least 1",
+                self.describe()
+            ));
         }
         if !self.d_model.is_multiple_of(self.heads) {
-            return Err(format!("encoder shape {}: d_model must be a multiple of heads", self.describe()));
+            return Err(format!(
+                "encoder shape {}: d_model must be a multiple of heads",
+                self.describe()
+            ));
         }
         Ok(())
     }
@@ -114,13 +130,25 @@ fn layer_norm(h: &[f64], (w, b): &(Vec<f32>, Vec<f32>)) -> Vec<f64> {
     let mean = h.iter().sum::<f64>() / n;
     let var = h.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n;
     let inv = 1.0 / (var + LN_EPS).sqrt();
-    h.iter().zip(w.iter().zip(b)).map(|(v, (w, b))| bf((v - mean) * inv * *w as f64 + *b as f64)).collect()
+    h.iter()
+        .zip(w.iter().zip(b))
+        .map(|(v, (w, b))| bf((v - mean) * inv * *w as f64 + *b as f64))
+        .collect()
 }
 
 /// The layer's output rows `(batch, position)` of `y`, computed from `x` (`[tokens, d]`).
-pub fn reference_rows(shape: &EncoderShape, w: &HostWeights, x: &[f32], rows: &[(u32, u32)]) -> Vec<Vec<f64>> {
+pub fn reference_rows(
+    shape: &EncoderShape,
+    w: &HostWeights,
+    x: &[f32],
+    rows: &[(u32, u32)],
+) -> Vec<Vec<f64>> {
     let d = shape.d_model as usize;
-    let (s_len, heads, hd) = (shape.seq as usize, shape.heads as usize, shape.head_dim() as usize);
+    let (s_len, heads, hd) = (
+        shape.seq as usize,
+        shape.heads as usize,
+        shape.head_dim() as usize,
+    );
     let x_row = |b: usize, s: usize| -> Vec<f64> {
         let t = b * s_len + s;
         x[t * d..(t + 1) * d].iter().map(|v| *v as f64).collect()
@@ -134,7 +162,12 @@ pub fn reference_rows(shape: &EncoderShape, w: &HostWeights, x: &[f32], rows: &[
         .map(|&b| {
             let all: Vec<Vec<f64>> = (0..s_len)
                 .into_par_iter()
-                .map(|s| linear(&x_row(b, s), &w.w_qkv, &w.b_qkv).into_iter().map(bf).collect())
+                .map(|s| {
+                    linear(&x_row(b, s), &w.w_qkv, &w.b_qkv)
+                        .into_iter()
+                        .map(bf)
+                        .collect()
+                })
                 .collect();
             (b, all)
         })
@@ -143,14 +176,24 @@ pub fn reference_rows(shape: &EncoderShape, w: &HostWeights, x: &[f32], rows: &[
     rows.par_iter()
         .map(|&(b, s)| {
             let (b, s) = (b as usize, s as usize);
-            let all = &qkv.iter().find(|(bb, _)| *bb == b).expect("batch computed above").1;
+            let all = &qkv
+                .iter()
+                .find(|(bb, _)| *bb == b)
+                .expect("batch computed above")
+                .1;
             let q = &all[s];
             let mut o = vec![0.0f64; d];
             for h in 0..heads {
                 let qh = &q[h * hd..(h + 1) * hd];
                 let scores: Vec<f64> = all
                     .iter()
-                    .map(|r| qh.iter().zip(&r[d + h * hd..d + (h + 1) * hd]).map(|(a, k)| a * k).sum::<f64>() * scale)
+                    .map(|r| {
+                        qh.iter()
+                            .zip(&r[d + h * hd..d + (h + 1) * hd])
+                            .map(|(a, k)| a * k)
+                            .sum::<f64>()
+                            * scale
+                    })
                     .collect();
                 let m = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let p: Vec<f64> = scores.iter().map(|v| (v - m).exp()).collect();
@@ -164,10 +207,21 @@ pub fn reference_rows(shape: &EncoderShape, w: &HostWeights, x: &[f32], rows: &[
             }
             let o: Vec<f64> = o.into_iter().map(bf).collect();
             let xr = x_row(b, s);
-            let a: Vec<f64> = linear(&o, &w.w_o, &w.b_o).iter().zip(&xr).map(|(v, r)| bf(v + r)).collect();
+            let a: Vec<f64> = linear(&o, &w.w_o, &w.b_o)
+                .iter()
+                .zip(&xr)
+                .map(|(v, r)| bf(v + r))
+                .collect();
             let h1 = layer_norm(&a, &w.ln1);
-            let f: Vec<f64> = linear(&h1, &w.w_1, &w.b_1).into_iter().map(|v| bf(v.max(0.0))).collect();
-            let h2: Vec<f64> = linear(&f, &w.w_2, &w.b_2).iter().zip(&h1).map(|(v, r)| bf(v + r)).collect();
+            let f: Vec<f64> = linear(&h1, &w.w_1, &w.b_1)
+                .into_iter()
+                .map(|v| bf(v.max(0.0)))
+                .collect();
+            let h2: Vec<f64> = linear(&f, &w.w_2, &w.b_2)
+                .iter()
+                .zip(&h1)
+                .map(|(v, r)| bf(v + r))
+                .collect();
             layer_norm(&h2, &w.ln2)
         })
         .collect()
@@ -178,8 +232,18 @@ mod tests {
     use super::*;
 
     fn tiny() -> (EncoderShape, HostWeights, Vec<f32>) {
-        let shape = EncoderShape { batch: 2, seq: 3, d_model: 4, heads: 2, ffn: 8 };
-        let v = |n: usize, k: f32| (0..n).map(|i| bf(((i as f32 * 0.37 + k).sin() * 0.5) as f64) as f32).collect::<Vec<_>>();
+        let shape = EncoderShape {
+            batch: 2,
+            seq: 3,
+            d_model: 4,
+            heads: 2,
+            ffn: 8,
+        };
+        let v = |n: usize, k: f32| {
+            (0..n)
+                .map(|i| bf(((i as f32 * 0.37 + k).sin() * 0.5) as f64) as f32)
+                .collect::<Vec<_>>()
+        };
         let w = HostWeights {
             w_qkv: v(12 * 4, 0.1),
             b_qkv: v(12, 0.2),
@@ -217,7 +281,10 @@ mod tests {
             *v = -*v; // batch 1 only
         }
         assert_eq!(before, reference_rows(&shape, &w, &x, &[(0, 1)]));
-        assert_ne!(reference_rows(&shape, &w, &x, &[(1, 1)]), reference_rows(&shape, &w, &tiny().2, &[(1, 1)]));
+        assert_ne!(
+            reference_rows(&shape, &w, &x, &[(1, 1)]),
+            reference_rows(&shape, &w, &tiny().2, &[(1, 1)])
+        );
     }
 
     #[test]
@@ -226,9 +293,16 @@ mod tests {
         assert_eq!(s.tokens(), 4096);
         assert_eq!(s.head_dim(), 64);
         // 4 projections: 2*4096*768*(2304 + 768 + 2*3072) = 57.98 GFLOP; attention 6.44 GFLOP.
-        assert!((s.flops() / 1e9 - 64.42).abs() < 0.01, "{}", s.flops() / 1e9);
+        assert!(
+            (s.flops() / 1e9 - 64.42).abs() < 0.01,
+            "{}",
+            s.flops() / 1e9
+        );
         assert!(s.validate().is_ok());
-        assert!(EncoderShape { heads: 5, ..s }.validate().unwrap_err().contains("multiple of heads"));
+        assert!(EncoderShape { heads: 5, ..s }
+            .validate()
+            .unwrap_err()
+            .contains("multiple of heads"));
         assert!(EncoderShape { seq: 0, ..s }.validate().is_err());
     }
 }

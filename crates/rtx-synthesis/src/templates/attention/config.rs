@@ -53,7 +53,11 @@ impl AttentionConfig {
         let mt = self.m_tiles_per_warp();
         let o = mt * self.head_dim / 2;
         let s = mt * self.block_n / 2;
-        let q = if self.q_in_registers() { self.head_dim / 4 } else { mt * 4 };
+        let q = if self.q_in_registers() {
+            self.head_dim / 4
+        } else {
+            mt * 4
+        };
         let overhead = if self.stages == 1 { 96 } else { 48 };
         o + s + q + overhead
     }

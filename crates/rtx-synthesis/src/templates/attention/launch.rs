@@ -3,7 +3,9 @@
 use super::config::AttentionConfig;
 use super::problem::{AttentionProblem, AttentionProblemError};
 use super::template::AttentionTemplate;
-use crate::templates::elementwise::launch::{device_arch, DeviceSlice, DeviceSliceMut, LaunchError, LoadedKernel};
+use crate::templates::elementwise::launch::{
+    device_arch, DeviceSlice, DeviceSliceMut, LaunchError, LoadedKernel,
+};
 use crate::templates::{LaunchDims, Template};
 use rtx_runtime::{Device, DeviceBuffer, KernelArgs, LaunchConfig, Stream};
 
@@ -30,8 +32,13 @@ impl<'a> AttentionBuffers<'a> {
     /// Q, K and V inside one packed `[batch * seq, 3 * heads * head_dim]` projection (at the
     /// offsets of [`AttentionLayout::packed_qkv_offsets`]) and O the whole of `o`; launch with
     /// [`AttentionLayout::packed_qkv`].
-    pub fn packed_qkv(p: &AttentionProblem, qkv: &'a DeviceBuffer, o: &'a mut DeviceBuffer) -> Self {
-        let [q, k, v] = AttentionLayout::packed_qkv_offsets(p).map(|e| e as usize * p.dtype.size_bytes());
+    pub fn packed_qkv(
+        p: &AttentionProblem,
+        qkv: &'a DeviceBuffer,
+        o: &'a mut DeviceBuffer,
+    ) -> Self {
+        let [q, k, v] =
+            AttentionLayout::packed_qkv_offsets(p).map(|e| e as usize * p.dtype.size_bytes());
         AttentionBuffers {
             q: DeviceSlice::at(qkv, q),
             k: DeviceSlice::at(qkv, k),
@@ -97,15 +104,28 @@ pub struct AttentionKernel {
 
 impl AttentionKernel {
     /// Emits, compiles and loads the kernel for `device`'s architecture.
-    pub fn build(device: &Device, problem: &AttentionProblem, config: &AttentionConfig) -> Result<Self, AttentionLaunchError> {
+    pub fn build(
+        device: &Device,
+        problem: &AttentionProblem,
+        config: &AttentionConfig,
+    ) -> Result<Self, AttentionLaunchError> {
         let arch = device_arch(device)?;
-        let source = AttentionTemplate.emit(problem, config, arch).map_err(LaunchError::from)?;
+        let source = AttentionTemplate
+            .emit(problem, config, arch)
+            .map_err(LaunchError::from)?;
         let kernel = LoadedKernel::load(device, source, arch)?;
         let smem = config.smem_bytes();
         if smem > DEFAULT_DYNAMIC_SMEM {
-            kernel.function.set_max_dynamic_smem(smem).map_err(LaunchError::from)?;
+            kernel
+                .function
+                .set_max_dynamic_smem(smem)
+                .map_err(LaunchError::from)?;
         }
-        Ok(AttentionKernel { problem: *problem, config: *config, kernel })
+        Ok(AttentionKernel {
+            problem: *problem,
+            config: *config,
+            kernel,
+        })
     }
 
     /// Launch shape for `p`.
@@ -114,7 +134,11 @@ impl AttentionKernel {
     }
 
     /// Launches over the problem the kernel was built for.
-    pub fn launch(&self, stream: &Stream, bufs: AttentionBuffers<'_>) -> Result<(), AttentionLaunchError> {
+    pub fn launch(
+        &self,
+        stream: &Stream,
+        bufs: AttentionBuffers<'_>,
+    ) -> Result<(), AttentionLaunchError> {
         let p = self.problem;
         self.launch_problem(stream, bufs, &p)
     }
@@ -145,8 +169,13 @@ impl AttentionKernel {
         p.validate()?;
         let b = &self.problem;
         if (p.dtype, p.head_dim, p.causal) != (b.dtype, b.head_dim, b.causal) {
-            let what = |x: &AttentionProblem| format!("{} head_dim {} causal {}", x.dtype, x.head_dim, x.causal);
-            return Err(AttentionLaunchError::Mismatch { built: what(b), asked: what(p) });
+            let what = |x: &AttentionProblem| {
+                format!("{} head_dim {} causal {}", x.dtype, x.head_dim, x.causal)
+            };
+            return Err(AttentionLaunchError::Mismatch {
+                built: what(b),
+                asked: what(p),
+            });
         }
         let size = p.dtype.size_bytes() as u64;
         let checks = [
@@ -159,7 +188,12 @@ impl AttentionKernel {
             st.check(tensor, p, seq, size)?;
             let needed = st.span_elems(p, seq).saturating_mul(size);
             if (got as u64) < needed {
-                return Err(LaunchError::TooSmall { what: tensor.to_string(), needed: needed as usize, got }.into());
+                return Err(LaunchError::TooSmall {
+                    what: tensor.to_string(),
+                    needed: needed as usize,
+                    got,
+                }
+                .into());
             }
             if ptr % ATTN_BASE_ALIGN != 0 {
                 return Err(AttentionLaunchError::Misaligned { tensor, ptr });
@@ -167,10 +201,17 @@ impl AttentionKernel {
         }
         let dims = self.dims(p);
         let mut args = KernelArgs::new();
-        args.u64(bufs.q.ptr()).u64(bufs.k.ptr()).u64(bufs.v.ptr()).u64(bufs.o.ptr());
-        args.i32(p.seq_q as i32).i32(p.seq_k as i32).f32(AttentionTemplate::scale_log2(p));
+        args.u64(bufs.q.ptr())
+            .u64(bufs.k.ptr())
+            .u64(bufs.v.ptr())
+            .u64(bufs.o.ptr());
+        args.i32(p.seq_q as i32)
+            .i32(p.seq_k as i32)
+            .f32(AttentionTemplate::scale_log2(p));
         for st in [layout.q, layout.k, layout.v, layout.o] {
-            args.i64(st.batch as i64).i64(st.head as i64).i32(st.row as i32);
+            args.i64(st.batch as i64)
+                .i64(st.head as i64)
+                .i32(st.row as i32);
         }
         let cfg = LaunchConfig::new(dims.grid, dims.block, dims.dynamic_smem);
         // SAFETY: the arguments follow the kernel signature (Q, K, V, O pointers, int seq_q, int
@@ -179,7 +220,12 @@ impl AttentionKernel {
         // buffer holds the last element the strides reach and is 16-byte aligned (checked above)
         // and is borrowed for the call; the caller must not free or reuse them on another stream
         // before `stream` has run the launch.
-        unsafe { self.kernel.function.launch(stream, &cfg, &mut args).map_err(LaunchError::from)? };
+        unsafe {
+            self.kernel
+                .function
+                .launch(stream, &cfg, &mut args)
+                .map_err(LaunchError::from)?
+        };
         Ok(())
     }
 }
@@ -200,13 +246,21 @@ impl AttentionStrides {
     /// `[batch, heads, seq, head_dim]` contiguous.
     pub fn contiguous(p: &AttentionProblem, seq: u32) -> Self {
         let d = p.head_dim as u64;
-        AttentionStrides { batch: p.heads as u64 * seq as u64 * d, head: seq as u64 * d, row: d }
+        AttentionStrides {
+            batch: p.heads as u64 * seq as u64 * d,
+            head: seq as u64 * d,
+            row: d,
+        }
     }
 
     /// `[batch, seq, row_width]` rows where head `h` starts at column `offset + h * head_dim`
     /// (the `[tokens, 3 * d_model]` QKV projection: offset 0 / d / 2d for q / k / v).
     pub fn packed_rows(p: &AttentionProblem, seq: u32, row_width: u64) -> Self {
-        AttentionStrides { batch: seq as u64 * row_width, head: p.head_dim as u64, row: row_width }
+        AttentionStrides {
+            batch: seq as u64 * row_width,
+            head: p.head_dim as u64,
+            row: row_width,
+        }
     }
 
     /// One past the furthest element a launch reaches (the buffer must hold this many).
@@ -220,20 +274,39 @@ impl AttentionStrides {
 
     /// Alignment (every stride a whole number of 16-byte chunks), non-overlapping rows, and
     /// `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`).
-    pub fn check(&self, tensor: &'static str, p: &AttentionProblem, seq: u32, elem_bytes: u64) -> Result<(), AttentionLaunchError> {
+    pub fn check(
+        &self,
+        tensor: &'static str,
+        p: &AttentionProblem,
+        seq: u32,
+        elem_bytes: u64,
+    ) -> Result<(), AttentionLaunchError> {
         let bad = |reason: String| Err(AttentionLaunchError::Strides { tensor, reason });
         let chunk = ATTN_BASE_ALIGN / elem_bytes.max(1);
-        for (what, s) in [("batch", self.batch), ("head", self.head), ("row", self.row)] {
+        for (what, s) in [
+            ("batch", self.batch),
+            ("head", self.head),
+            ("row", self.row),
+        ] {
             if s % chunk != 0 {
-                return bad(format!("{what} stride {s} is not a multiple of {chunk} elements (16 bytes)"));
+                return bad(format!(
+                    "{what} stride {s} is not a multiple of {chunk} elements (16 bytes)"
+                ));
             }
         }
         if self.row < p.head_dim as u64 {
-            return bad(format!("row stride {} is below head_dim {}", self.row, p.head_dim));
+            return bad(format!(
+                "row stride {} is below head_dim {}",
+                self.row, p.head_dim
+            ));
         }
-        let in_head = (seq.max(1) as u64 - 1).saturating_mul(self.row).saturating_add(p.head_dim as u64);
+        let in_head = (seq.max(1) as u64 - 1)
+            .saturating_mul(self.row)
+            .saturating_add(p.head_dim as u64);
         if in_head > i32::MAX as u64 {
-            return bad(format!("(seq - 1) * row stride + head_dim = {in_head} exceeds the kernel's int range"));
+            return bad(format!(
+                "(seq - 1) * row stride + head_dim = {in_head} exceeds the kernel's int range"
+            ));
         }
         Ok(())
     }
@@ -255,8 +328,16 @@ pub struct AttentionLayout {
 impl AttentionLayout {
     /// Every tensor `[batch, heads, seq, head_dim]` contiguous.
     pub fn contiguous(p: &AttentionProblem) -> Self {
-        let (q, kv) = (AttentionStrides::contiguous(p, p.seq_q), AttentionStrides::contiguous(p, p.seq_k));
-        AttentionLayout { q, k: kv, v: kv, o: q }
+        let (q, kv) = (
+            AttentionStrides::contiguous(p, p.seq_q),
+            AttentionStrides::contiguous(p, p.seq_k),
+        );
+        AttentionLayout {
+            q,
+            k: kv,
+            v: kv,
+            o: q,
+        }
     }
 
     /// Self-attention over a packed `[batch * seq, 3 * d_model]` QKV buffer (q, k, v side by
@@ -266,7 +347,12 @@ impl AttentionLayout {
     pub fn packed_qkv(p: &AttentionProblem) -> Self {
         let d_model = p.heads as u64 * p.head_dim as u64;
         let qkv = AttentionStrides::packed_rows(p, p.seq_q, 3 * d_model);
-        AttentionLayout { q: qkv, k: qkv, v: qkv, o: AttentionStrides::packed_rows(p, p.seq_q, d_model) }
+        AttentionLayout {
+            q: qkv,
+            k: qkv,
+            v: qkv,
+            o: AttentionStrides::packed_rows(p, p.seq_q, d_model),
+        }
     }
 
     /// Element offsets of q, k and v inside a packed QKV buffer.

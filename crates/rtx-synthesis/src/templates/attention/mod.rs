@@ -17,7 +17,9 @@ pub mod reference;
 pub mod template;
 
 pub use config::AttentionConfig;
-pub use launch::{AttentionBuffers, AttentionKernel, AttentionLaunchError, AttentionLayout, AttentionStrides};
+pub use launch::{
+    AttentionBuffers, AttentionKernel, AttentionLaunchError, AttentionLayout, AttentionStrides,
+};
 pub use problem::{AttentionProblem, AttentionProblemError};
 pub use reference::{attention_f64, attention_row_f64, AttentionInputs, ReferenceError};
 pub use template::AttentionTemplate;

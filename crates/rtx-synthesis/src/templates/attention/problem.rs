@@ -68,7 +68,14 @@ pub enum AttentionProblemError {
 
 impl AttentionProblem {
     /// Self-attention (`seq_q = seq_k = seq`) with the usual `1 / sqrt(head_dim)` scale.
-    pub fn new(batch: u32, heads: u32, seq: u32, head_dim: u32, causal: bool, dtype: DType) -> Self {
+    pub fn new(
+        batch: u32,
+        heads: u32,
+        seq: u32,
+        head_dim: u32,
+        causal: bool,
+        dtype: DType,
+    ) -> Self {
         AttentionProblem {
             batch,
             heads,
@@ -110,14 +117,25 @@ impl AttentionProblem {
         }
         for (field, v) in [("batch", self.batch), ("heads", self.heads)] {
             if v > MAX_GRID_DIM {
-                return Err(E::TooLarge { field, value: v as u64, limit: MAX_GRID_DIM as u64 });
+                return Err(E::TooLarge {
+                    field,
+                    value: v as u64,
+                    limit: MAX_GRID_DIM as u64,
+                });
             }
         }
         let int_max = i32::MAX as u64;
-        for (field, seq) in [("seq_q * head_dim", self.seq_q), ("seq_k * head_dim", self.seq_k)] {
+        for (field, seq) in [
+            ("seq_q * head_dim", self.seq_q),
+            ("seq_k * head_dim", self.seq_k),
+        ] {
             let v = seq as u64 * self.head_dim as u64;
             if v > int_max {
-                return Err(E::TooLarge { field, value: v, limit: int_max });
+                return Err(E::TooLarge {
+                    field,
+                    value: v,
+                    limit: int_max,
+                });
             }
         }
         let limit = 1u64 << 62;
@@ -125,7 +143,13 @@ impl AttentionProblem {
             let bytes = elems.and_then(|e| e.checked_mul(self.dtype.size_bytes() as u64));
             match bytes {
                 Some(b) if b < limit => {}
-                _ => return Err(E::TooLarge { field, value: bytes.unwrap_or(u64::MAX), limit }),
+                _ => {
+                    return Err(E::TooLarge {
+                        field,
+                        value: bytes.unwrap_or(u64::MAX),
+                        limit,
+                    })
+                }
             }
         }
         Ok(())
@@ -195,17 +219,46 @@ mod tests {
         assert_eq!(e, AttentionProblemError::Zero { field: "seq_k" });
         let e = AttentionProblem { batch: 0, ..ok }.validate().unwrap_err();
         assert_eq!(e, AttentionProblemError::Zero { field: "batch" });
-        let e = AttentionProblem { head_dim: 96, ..ok }.validate().unwrap_err();
+        let e = AttentionProblem { head_dim: 96, ..ok }
+            .validate()
+            .unwrap_err();
         assert_eq!(e, AttentionProblemError::HeadDim(96));
-        let e = AttentionProblem { dtype: DType::F32, ..ok }.validate().unwrap_err();
+        let e = AttentionProblem {
+            dtype: DType::F32,
+            ..ok
+        }
+        .validate()
+        .unwrap_err();
         assert_eq!(e, AttentionProblemError::DType(DType::F32));
         for s in [0.0, -1.0, f32::NAN, f32::INFINITY] {
-            assert!(matches!(AttentionProblem { scale: s, ..ok }.validate(), Err(AttentionProblemError::Scale(_))));
+            assert!(matches!(
+                AttentionProblem { scale: s, ..ok }.validate(),
+                Err(AttentionProblemError::Scale(_))
+            ));
         }
-        let e = AttentionProblem { heads: 70000, ..ok }.validate().unwrap_err();
-        assert!(matches!(e, AttentionProblemError::TooLarge { field: "heads", .. }), "{e}");
-        let e = AttentionProblem { seq_q: 1 << 25, ..ok }.validate().unwrap_err();
-        assert!(matches!(e, AttentionProblemError::TooLarge { field: "seq_q * head_dim", .. }), "{e}");
+        let e = AttentionProblem { heads: 70000, ..ok }
+            .validate()
+            .unwrap_err();
+        assert!(
+            matches!(e, AttentionProblemError::TooLarge { field: "heads", .. }),
+            "{e}"
+        );
+        let e = AttentionProblem {
+            seq_q: 1 << 25,
+            ..ok
+        }
+        .validate()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                AttentionProblemError::TooLarge {
+                    field: "seq_q * head_dim",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("seq_q"));
     }
 
@@ -215,7 +268,11 @@ mod tests {
         assert_eq!(p.flops(), 4.0 * 10.0 * 64.0);
         let nc = AttentionProblem { causal: false, ..p };
         assert_eq!(nc.flops(), 4.0 * 16.0 * 64.0);
-        let wide = AttentionProblem { seq_q: 6, seq_k: 3, ..p };
+        let wide = AttentionProblem {
+            seq_q: 6,
+            seq_k: 3,
+            ..p
+        };
         // rows 0,1,2 attend 1,2,3 keys; rows 3,4,5 attend all 3.
         assert_eq!(wide.flops(), 4.0 * 15.0 * 64.0);
     }

@@ -51,9 +51,17 @@ fn check_inputs(p: &AttentionProblem, x: &AttentionInputs<'_>) -> Result<(), Ref
     p.validate()?;
     let nq = p.q_elems().unwrap_or(u64::MAX);
     let nk = p.kv_elems().unwrap_or(u64::MAX);
-    for (tensor, needed, got) in [("q", nq, x.q.len()), ("k", nk, x.k.len()), ("v", nk, x.v.len())] {
+    for (tensor, needed, got) in [
+        ("q", nq, x.q.len()),
+        ("k", nk, x.k.len()),
+        ("v", nk, x.v.len()),
+    ] {
         if got as u64 != needed {
-            return Err(ReferenceError::Length { tensor, needed, got: got as u64 });
+            return Err(ReferenceError::Length {
+                tensor,
+                needed,
+                got: got as u64,
+            });
         }
     }
     Ok(())
@@ -74,7 +82,13 @@ pub fn attention_row_f64(
     Ok(row_unchecked(p, x, b, h, i))
 }
 
-fn row_unchecked(p: &AttentionProblem, x: &AttentionInputs<'_>, b: u32, h: u32, i: u32) -> Vec<f64> {
+fn row_unchecked(
+    p: &AttentionProblem,
+    x: &AttentionInputs<'_>,
+    b: u32,
+    h: u32,
+    i: u32,
+) -> Vec<f64> {
     let d = p.head_dim as usize;
     let head = b as usize * p.heads as usize + h as usize;
     let q0 = (head * p.seq_q as usize + i as usize) * d;
@@ -103,7 +117,10 @@ fn row_unchecked(p: &AttentionProblem, x: &AttentionInputs<'_>, b: u32, h: u32, 
 }
 
 /// The whole output O (`batch * heads * seq_q * head_dim` values).
-pub fn attention_f64(p: &AttentionProblem, x: &AttentionInputs<'_>) -> Result<Vec<f64>, ReferenceError> {
+pub fn attention_f64(
+    p: &AttentionProblem,
+    x: &AttentionInputs<'_>,
+) -> Result<Vec<f64>, ReferenceError> {
     check_inputs(p, x)?;
     let mut out = Vec::with_capacity(p.q_elems().unwrap_or(0) as usize);
     for b in 0..p.batch {
@@ -133,13 +150,20 @@ mod tests {
                         if p.causal && j > i {
                             return 0.0;
                         }
-                        let dot: f64 = (0..d).map(|c| q[(head * sq + i) * d + c] * k[(head * sk + j) * d + c]).sum();
+                        let dot: f64 = (0..d)
+                            .map(|c| q[(head * sq + i) * d + c] * k[(head * sk + j) * d + c])
+                            .sum();
                         (p.scale as f64 * dot).exp()
                     })
                     .collect();
                 let total: f64 = w.iter().sum();
                 for c in 0..d {
-                    out.push((0..sk).map(|j| w[j] * v[(head * sk + j) * d + c]).sum::<f64>() / total);
+                    out.push(
+                        (0..sk)
+                            .map(|j| w[j] * v[(head * sk + j) * d + c])
+                            .sum::<f64>()
+                            / total,
+                    );
                 }
             }
         }
@@ -163,8 +187,16 @@ mod tests {
     fn causal_row_zero_is_v_row_zero() {
         let p = AttentionProblem::new(2, 2, 5, 64, true, DType::F16);
         let n = p.q_elems().unwrap() as usize;
-        let (q, k, v) = (rand_vec(n, 1, 2.0), rand_vec(n, 2, 2.0), rand_vec(n, 3, 1.0));
-        let x = AttentionInputs { q: &q, k: &k, v: &v };
+        let (q, k, v) = (
+            rand_vec(n, 1, 2.0),
+            rand_vec(n, 2, 2.0),
+            rand_vec(n, 3, 1.0),
+        );
+        let x = AttentionInputs {
+            q: &q,
+            k: &k,
+            v: &v,
+        };
         for b in 0..2 {
             for h in 0..2 {
                 let o = attention_row_f64(&p, &x, b, h, 0).unwrap();
@@ -183,7 +215,15 @@ mod tests {
         let q = rand_vec(3 * 64, 5, 1.0);
         let k = vec![0.25; 4 * 64];
         let v = rand_vec(4 * 64, 6, 1.0);
-        let o = attention_f64(&p, &AttentionInputs { q: &q, k: &k, v: &v }).unwrap();
+        let o = attention_f64(
+            &p,
+            &AttentionInputs {
+                q: &q,
+                k: &k,
+                v: &v,
+            },
+        )
+        .unwrap();
         for i in 0..3 {
             for c in 0..64 {
                 let mean = (0..4).map(|j| v[j * 64 + c]).sum::<f64>() / 4.0;
@@ -197,13 +237,46 @@ mod tests {
         let p = AttentionProblem::new(1, 1, 2, 64, false, DType::F16);
         let q = vec![0.0; 128];
         let short = vec![0.0; 64];
-        let e = attention_f64(&p, &AttentionInputs { q: &q, k: &short, v: &q }).unwrap_err();
-        assert_eq!(e, ReferenceError::Length { tensor: "k", needed: 128, got: 64 });
-        let e = attention_row_f64(&p, &AttentionInputs { q: &q, k: &q, v: &q }, 0, 0, 2).unwrap_err();
+        let e = attention_f64(
+            &p,
+            &AttentionInputs {
+                q: &q,
+                k: &short,
+                v: &q,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            ReferenceError::Length {
+                tensor: "k",
+                needed: 128,
+                got: 64
+            }
+        );
+        let e = attention_row_f64(
+            &p,
+            &AttentionInputs {
+                q: &q,
+                k: &q,
+                v: &q,
+            },
+            0,
+            0,
+            2,
+        )
+        .unwrap_err();
         assert_eq!(e, ReferenceError::Row { b: 0, h: 0, i: 2 });
         let bad = AttentionProblem { head_dim: 32, ..p };
         assert!(matches!(
-            attention_f64(&bad, &AttentionInputs { q: &q, k: &q, v: &q }),
+            attention_f64(
+                &bad,
+                &AttentionInputs {
+                    q: &q,
+                    k: &q,
+                    v: &q
+                }
+            ),
             Err(ReferenceError::Problem(AttentionProblemError::HeadDim(32)))
         ));
     }

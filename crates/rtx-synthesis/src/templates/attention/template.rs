@@ -52,7 +52,11 @@ pub const STAGES: [u32; 2] = [1, 2];
 
 impl AttentionTemplate {
     fn violation(&self, c: &AttentionConfig, reason: impl Into<String>) -> ConstraintViolation {
-        ConstraintViolation { template: ATTN_NAME.to_string(), config: format!("{c:?}"), reason: reason.into() }
+        ConstraintViolation {
+            template: ATTN_NAME.to_string(),
+            config: format!("{c:?}"),
+            reason: reason.into(),
+        }
     }
 
     /// The kernel's entry symbol (encodes everything baked in).
@@ -93,7 +97,13 @@ impl Template for AttentionTemplate {
             for block_n in BLOCK_N {
                 for warps in WARPS {
                     for stages in STAGES {
-                        v.push(AttentionConfig { head_dim: problem.head_dim, block_m, block_n, warps, stages });
+                        v.push(AttentionConfig {
+                            head_dim: problem.head_dim,
+                            block_m,
+                            block_n,
+                            warps,
+                            stages,
+                        });
                     }
                 }
             }
@@ -101,22 +111,38 @@ impl Template for AttentionTemplate {
         v
     }
 
-    fn check(&self, problem: &AttentionProblem, c: &AttentionConfig, arch: Arch) -> Result<(), ConstraintViolation> {
-        problem.validate().map_err(|e| self.violation(c, e.to_string()))?;
+    fn check(
+        &self,
+        problem: &AttentionProblem,
+        c: &AttentionConfig,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
+        problem
+            .validate()
+            .map_err(|e| self.violation(c, e.to_string()))?;
         if c.head_dim != problem.head_dim {
             return Err(self.violation(
                 c,
-                format!("head_dim {} of the config does not match the problem's {}", c.head_dim, problem.head_dim),
+                format!(
+                    "head_dim {} of the config does not match the problem's {}",
+                    c.head_dim, problem.head_dim
+                ),
             ));
         }
         if !arch.has_mma_sync() || !arch.has_cp_async() {
-            return Err(self.violation(c, format!("{arch} has no mma.sync m16n8k16 / cp.async (needs sm_80+)")));
+            return Err(self.violation(
+                c,
+                format!("{arch} has no mma.sync m16n8k16 / cp.async (needs sm_80+)"),
+            ));
         }
         if !BLOCK_M.contains(&c.block_m) {
             return Err(self.violation(c, format!("block_m = {} (must be 64 or 128)", c.block_m)));
         }
         if !BLOCK_N.contains(&c.block_n) {
-            return Err(self.violation(c, format!("block_n = {} (must be 32, 64 or 128)", c.block_n)));
+            return Err(self.violation(
+                c,
+                format!("block_n = {} (must be 32, 64 or 128)", c.block_n),
+            ));
         }
         if !WARPS.contains(&c.warps) {
             return Err(self.violation(c, format!("warps = {} (must be 4 or 8)", c.warps)));
@@ -134,7 +160,10 @@ impl Template for AttentionTemplate {
         let smem = c.smem_bytes();
         let max = arch.max_smem_per_block_optin();
         if smem > max {
-            return Err(self.violation(c, format!("{smem} bytes of shared memory exceed the {max} of {arch}")));
+            return Err(self.violation(
+                c,
+                format!("{smem} bytes of shared memory exceed the {max} of {arch}"),
+            ));
         }
         let budget = (65536 / c.threads()).min(255);
         // sm_120's ptxas needs more registers for the same code: with v1's arguments the
@@ -146,7 +175,10 @@ impl Template for AttentionTemplate {
         if est > budget {
             return Err(self.violation(
                 c,
-                format!("~{est} registers per thread exceed the {budget}-register budget of {} threads", c.threads()),
+                format!(
+                    "~{est} registers per thread exceed the {budget}-register budget of {} threads",
+                    c.threads()
+                ),
             ));
         }
         Ok(())
@@ -157,14 +189,28 @@ impl Template for AttentionTemplate {
     /// within the 99 KiB of sm_86/89/120. Falls back to the first valid config of the space.
     fn default_config(&self, problem: &AttentionProblem, arch: Arch) -> AttentionConfig {
         let block_n = if problem.head_dim <= 64 { 128 } else { 64 };
-        let c = AttentionConfig { head_dim: problem.head_dim, block_m: 128, block_n, warps: 8, stages: 2 };
+        let c = AttentionConfig {
+            head_dim: problem.head_dim,
+            block_m: 128,
+            block_n,
+            warps: 8,
+            stages: 2,
+        };
         if self.check(problem, &c, arch).is_ok() {
             return c;
         }
-        self.valid_space(problem, arch).into_iter().next().unwrap_or(c)
+        self.valid_space(problem, arch)
+            .into_iter()
+            .next()
+            .unwrap_or(c)
     }
 
-    fn emit(&self, problem: &AttentionProblem, c: &AttentionConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        problem: &AttentionProblem,
+        c: &AttentionConfig,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.check(problem, c, arch)?;
         let entry = Self::entry_name(problem, c);
         let mut w = CudaWriter::new();
@@ -173,7 +219,11 @@ impl Template for AttentionTemplate {
         w.include("cuda_bf16.h");
         w.comment("---- configuration (from AttentionProblem / AttentionConfig) ----");
         w.line(format!("typedef {} T;", problem.dtype.cuda_type()));
-        w.constant("int", "KIND", if problem.dtype == DType::F16 { 0 } else { 1 });
+        w.constant(
+            "int",
+            "KIND",
+            if problem.dtype == DType::F16 { 0 } else { 1 },
+        );
         w.constant("int", "D", c.head_dim);
         w.constant("int", "BM", c.block_m);
         w.constant("int", "BN", c.block_n);
@@ -183,7 +233,10 @@ impl Template for AttentionTemplate {
         w.line("#define ATTN_NEG_INF __uint_as_float(0xff800000u)");
         w.lines(ATTN_PRIMITIVES);
         w.lines(ATTN_HELPERS);
-        w.line(format!("extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(", c.threads()));
+        w.line(format!(
+            "extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(",
+            c.threads()
+        ));
         w.line("    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, T* __restrict__ O,");
         w.line("    int seq_q, int seq_k, float scale_log2,");
         w.line("    long long q_sb, long long q_sh, int q_ss, long long k_sb, long long k_sh, int k_ss,");
@@ -202,14 +255,21 @@ impl Template for AttentionTemplate {
 
     fn launch(&self, problem: &AttentionProblem, c: &AttentionConfig) -> LaunchDims {
         LaunchDims {
-            grid: [problem.seq_q.div_ceil(c.block_m.max(1)).max(1), problem.heads.max(1), problem.batch.max(1)],
+            grid: [
+                problem.seq_q.div_ceil(c.block_m.max(1)).max(1),
+                problem.heads.max(1),
+                problem.batch.max(1),
+            ],
             block: [c.threads(), 1, 1],
             dynamic_smem: c.smem_bytes(),
         }
     }
 
     fn complexity(&self, c: &AttentionConfig) -> u64 {
-        (c.stages as u64) * 4 + (c.block_n as u64 / 32) + (c.block_m as u64 / 64) + (c.warps as u64 / 4)
+        (c.stages as u64) * 4
+            + (c.block_n as u64 / 32)
+            + (c.block_m as u64 / 64)
+            + (c.warps as u64 / 4)
     }
 }
 
@@ -238,8 +298,12 @@ mod tests {
                 t.check(&p, &c, arch).unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!((c.block_m, c.warps, c.stages), (128, 8, 2));
                 let src = t.emit(&p, &c, arch).unwrap();
-                assert!(src.code.contains(&format!("constexpr int D = {};", p.head_dim)));
-                assert!(src.code.contains(&format!("constexpr bool CAUSAL = {};", p.causal)));
+                assert!(src
+                    .code
+                    .contains(&format!("constexpr int D = {};", p.head_dim)));
+                assert!(src
+                    .code
+                    .contains(&format!("constexpr bool CAUSAL = {};", p.causal)));
             }
         }
     }
@@ -250,22 +314,60 @@ mod tests {
         let p = AttentionProblem::new(1, 1, 64, 128, false, DType::Bf16);
         let ok = t.default_config(&p, Arch::Sm90a);
         for (bad, arch, word) in [
-            (AttentionConfig { head_dim: 64, ..ok }, Arch::Sm90a, "head_dim"),
+            (
+                AttentionConfig { head_dim: 64, ..ok },
+                Arch::Sm90a,
+                "head_dim",
+            ),
             (ok, Arch::Sm75, "sm_80"),
-            (AttentionConfig { block_m: 96, ..ok }, Arch::Sm90a, "block_m"),
-            (AttentionConfig { block_n: 16, ..ok }, Arch::Sm90a, "block_n"),
+            (
+                AttentionConfig { block_m: 96, ..ok },
+                Arch::Sm90a,
+                "block_m",
+            ),
+            (
+                AttentionConfig { block_n: 16, ..ok },
+                Arch::Sm90a,
+                "block_n",
+            ),
             (AttentionConfig { warps: 2, ..ok }, Arch::Sm90a, "warps"),
             (AttentionConfig { stages: 3, ..ok }, Arch::Sm90a, "stages"),
-            (AttentionConfig { block_m: 64, warps: 8, ..ok }, Arch::Sm90a, "rows per warp"),
-            (AttentionConfig { block_n: 128, ..ok }, Arch::Sm120, "shared memory"),
-            (AttentionConfig { block_m: 128, warps: 4, block_n: 128, stages: 1, ..ok }, Arch::Sm90a, "register"),
+            (
+                AttentionConfig {
+                    block_m: 64,
+                    warps: 8,
+                    ..ok
+                },
+                Arch::Sm90a,
+                "rows per warp",
+            ),
+            (
+                AttentionConfig { block_n: 128, ..ok },
+                Arch::Sm120,
+                "shared memory",
+            ),
+            (
+                AttentionConfig {
+                    block_m: 128,
+                    warps: 4,
+                    block_n: 128,
+                    stages: 1,
+                    ..ok
+                },
+                Arch::Sm90a,
+                "register",
+            ),
         ] {
             let e = t.check(&p, &bad, arch).unwrap_err();
             assert!(e.reason.contains(word), "{bad:?} on {arch}: {e}");
             assert!(t.emit(&p, &bad, arch).is_err());
         }
         let bad_problem = AttentionProblem { seq_q: 0, ..p };
-        assert!(t.check(&bad_problem, &ok, Arch::Sm90a).unwrap_err().reason.contains("seq_q"));
+        assert!(t
+            .check(&bad_problem, &ok, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("seq_q"));
     }
 
     #[test]

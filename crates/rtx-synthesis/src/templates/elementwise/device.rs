@@ -5,8 +5,8 @@
 //! run-time pointer-alignment test, and the scalar math functions with the NaN/Inf semantics
 //! the f64 references in `reference.rs` model.
 
-use crate::templates::codegen::CudaWriter;
 use super::expr::ExprGraph;
+use crate::templates::codegen::CudaWriter;
 use crate::{Arch, DType};
 
 /// Headers, constants, conversions and vector load/store helpers.

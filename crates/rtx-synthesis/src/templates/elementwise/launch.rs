@@ -269,7 +269,14 @@ impl ElementwiseKernel {
         outputs: &mut [DeviceSliceMut<'_>],
         problem: &ElementwiseProblem,
     ) -> Result<(), LaunchError> {
-        enqueue_elementwise(&self.kernel.function, problem, &self.config, stream, inputs, outputs)
+        enqueue_elementwise(
+            &self.kernel.function,
+            problem,
+            &self.config,
+            stream,
+            inputs,
+            outputs,
+        )
     }
 }
 

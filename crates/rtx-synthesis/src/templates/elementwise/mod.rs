@@ -25,6 +25,8 @@ pub use expr::{
     BinaryOp, Broadcast, ExprGraph, GraphBuilder, GraphError, InputSpec, Node, OutputSpec, UnaryOp,
     ValueRef,
 };
-pub use launch::{enqueue_elementwise, DeviceSlice, DeviceSliceMut, ElementwiseKernel, LaunchError};
+pub use launch::{
+    enqueue_elementwise, DeviceSlice, DeviceSliceMut, ElementwiseKernel, LaunchError,
+};
 pub use problem::{ElementwiseProblem, ElementwiseProblemError};
 pub use template::ElementwiseTemplate;

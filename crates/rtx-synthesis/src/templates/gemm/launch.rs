@@ -96,16 +96,26 @@ pub enum GemmLaunchError {
 
 fn need(operand: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), GemmLaunchError> {
     if (buf.len() as u64) < bytes {
-        return Err(GemmLaunchError::BufferTooSmall { operand, needed: bytes, got: buf.len() as u64 });
+        return Err(GemmLaunchError::BufferTooSmall {
+            operand,
+            needed: bytes,
+            got: buf.len() as u64,
+        });
     }
     if !buf.ptr().is_multiple_of(GEMM_BASE_ALIGN) {
-        return Err(GemmLaunchError::Misaligned { operand, ptr: buf.ptr() });
+        return Err(GemmLaunchError::Misaligned {
+            operand,
+            ptr: buf.ptr(),
+        });
     }
     Ok(())
 }
 
 fn int(what: &'static str, v: u32) -> Result<i32, GemmLaunchError> {
-    i32::try_from(v).map_err(|_| GemmLaunchError::TooLarge { what, value: v as u64 })
+    i32::try_from(v).map_err(|_| GemmLaunchError::TooLarge {
+        what,
+        value: v as u64,
+    })
 }
 
 fn long(what: &'static str, v: u64) -> Result<i64, GemmLaunchError> {
@@ -143,7 +153,11 @@ pub fn launch_gemm(
         (false, _) => 0,
     };
     let residual = match (p.epilogue.residual, bufs.residual) {
-        (true, None) => return Err(GemmLaunchError::MissingOperand { operand: "residual" }),
+        (true, None) => {
+            return Err(GemmLaunchError::MissingOperand {
+                operand: "residual",
+            })
+        }
         (true, Some(r)) => {
             need("residual", r, ec * out_size)?;
             r.ptr()
@@ -154,10 +168,20 @@ pub fn launch_gemm(
         f.set_max_dynamic_smem(dims.dynamic_smem)?;
     }
     let mut args = KernelArgs::new();
-    args.ptr(bufs.a).ptr(bufs.b).ptr(bufs.c).u64(bias).u64(residual);
-    args.i32(int("m", p.m)?).i32(int("n", p.n)?).i32(int("k", p.k)?);
-    args.i32(int("lda", p.lda)?).i32(int("ldb", p.ldb)?).i32(int("ldc", p.ldc)?);
-    args.i64(long("stride_a", p.stride_a)?).i64(long("stride_b", p.stride_b)?).i64(long("stride_c", p.stride_c)?);
+    args.ptr(bufs.a)
+        .ptr(bufs.b)
+        .ptr(bufs.c)
+        .u64(bias)
+        .u64(residual);
+    args.i32(int("m", p.m)?)
+        .i32(int("n", p.n)?)
+        .i32(int("k", p.k)?);
+    args.i32(int("lda", p.lda)?)
+        .i32(int("ldb", p.ldb)?)
+        .i32(int("ldc", p.ldc)?);
+    args.i64(long("stride_a", p.stride_a)?)
+        .i64(long("stride_b", p.stride_b)?)
+        .i64(long("stride_c", p.stride_c)?);
     args.f32(p.epilogue.alpha).f32(p.epilogue.beta);
     for e in extra {
         match *e {

@@ -42,7 +42,11 @@ pub const MMA_VERSION: u32 = 3;
 
 impl MmaGemm {
     fn violation(&self, c: &MmaConfig, reason: String) -> ConstraintViolation {
-        ConstraintViolation { template: MMA_NAME.to_string(), config: format!("{c:?}"), reason }
+        ConstraintViolation {
+            template: MMA_NAME.to_string(),
+            config: format!("{c:?}"),
+            reason,
+        }
     }
 
     /// The kernel's entry symbol for this problem and config (encodes everything baked in).
@@ -519,7 +523,10 @@ fn emit_source(p: &GemmProblem, c: &MmaConfig, g: &MmaGeometry) -> KernelSource 
     w.lines(MMA_BODY);
     // One resident block per SM is the floor ptxas must plan for: without the explicit `, 1`
     // it trades registers for occupancy and spills some tf32 variants on sm_120.
-    w.line(format!("extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(", g.threads));
+    w.line(format!(
+        "extern \"C\" __global__ void __launch_bounds__({}, 1) {entry}(",
+        g.threads
+    ));
     w.line(
         "    const TIn* __restrict__ A, const TIn* __restrict__ B, TOut* C, const TOut* bias, const TOut* residual,",
     );
@@ -561,18 +568,40 @@ impl Template for MmaGemm {
         space::mma_space(problem, arch)
     }
 
-    fn check(&self, problem: &GemmProblem, config: &MmaConfig, arch: Arch) -> Result<(), ConstraintViolation> {
-        space::check_mma(problem, config, arch).map(|_| ()).map_err(|r| self.violation(config, r))
+    fn check(
+        &self,
+        problem: &GemmProblem,
+        config: &MmaConfig,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
+        space::check_mma(problem, config, arch)
+            .map(|_| ())
+            .map_err(|r| self.violation(config, r))
     }
 
     /// 128x128 block, 2x2 warps (64x64 warp tiles), 4 stages, swizzled, group 8; BK 32
     /// (16-bit inputs) or 16 (tf32) so the ring is 64-66 KiB on every sm_80+ part.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> MmaConfig {
         let bk = if problem.dtype == DType::Tf32 { 16 } else { 32 };
-        MmaConfig { bm: 128, bn: 128, bk, warps_m: 2, warps_n: 2, stages: 4, split_k: 1, swizzle: true, group_m: 8 }
+        MmaConfig {
+            bm: 128,
+            bn: 128,
+            bk,
+            warps_m: 2,
+            warps_n: 2,
+            stages: 4,
+            split_k: 1,
+            swizzle: true,
+            group_m: 8,
+        }
     }
 
-    fn emit(&self, problem: &GemmProblem, config: &MmaConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        problem: &GemmProblem,
+        config: &MmaConfig,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         let g = space::check_mma(problem, config, arch).map_err(|r| self.violation(config, r))?;
         Ok(emit_source(problem, config, &g))
     }
@@ -617,13 +646,24 @@ mod tests {
     fn split_k_signature_and_workspace() {
         let t = MmaGemm;
         let p = GemmProblem::nn(256, 256, 4096, DType::Bf16).batched(2);
-        let c = MmaConfig { split_k: 4, ..t.default_config(&p, Arch::Sm90a) };
+        let c = MmaConfig {
+            split_k: 4,
+            ..t.default_config(&p, Arch::Sm90a)
+        };
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
         assert!(src.code.contains("unsigned char* workspace"));
         assert_eq!(MmaGemm::counter_bytes(&p, &c), 256);
-        assert_eq!(MmaGemm::workspace_bytes(&p, &c), 256 + 2 * 4 * 256 * 256 * 4);
+        assert_eq!(
+            MmaGemm::workspace_bytes(&p, &c),
+            256 + 2 * 4 * 256 * 256 * 4
+        );
         assert_eq!(t.launch(&p, &c).grid, [4, 4, 2]);
-        let plain = t.emit(&p, &t.default_config(&p, Arch::Sm90a), Arch::Sm90a).unwrap();
-        assert!(plain.code.contains("float alpha, float beta\n"), "no extra argument without split-K");
+        let plain = t
+            .emit(&p, &t.default_config(&p, Arch::Sm90a), Arch::Sm90a)
+            .unwrap();
+        assert!(
+            plain.code.contains("float alpha, float beta\n"),
+            "no extra argument without split-K"
+        );
     }
 }

@@ -27,7 +27,12 @@ impl EpilogueSpec {
     /// The baked part of `p.epilogue` (alpha and beta stay run-time kernel arguments).
     pub fn of(p: &GemmProblem) -> Self {
         let e = &p.epilogue;
-        EpilogueSpec { bias: e.bias, activation: e.activation, residual: e.residual, out_dtype: e.out_dtype }
+        EpilogueSpec {
+            bias: e.bias,
+            activation: e.activation,
+            residual: e.residual,
+            out_dtype: e.out_dtype,
+        }
     }
 
     /// Activation code used by the device snippet (`EPI_ACT`).
@@ -50,7 +55,13 @@ impl EpilogueSpec {
             Activation::GeluErf => "gelue",
             Activation::Silu => "silu",
         };
-        format!("o{}_b{}_a{}_r{}", self.out_dtype.name(), self.bias as u8, act, self.residual as u8)
+        format!(
+            "o{}_b{}_a{}_r{}",
+            self.out_dtype.name(),
+            self.bias as u8,
+            act,
+            self.residual as u8
+        )
     }
 }
 

@@ -13,7 +13,9 @@ pub enum Layout {
 }
 
 /// Elementwise activation applied in the epilogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
+)]
 pub enum Activation {
     /// Identity.
     #[default]
@@ -48,7 +50,14 @@ pub struct Epilogue {
 impl Epilogue {
     /// Plain `C = A * B` in `out_dtype`.
     pub fn plain(out_dtype: DType) -> Self {
-        Epilogue { alpha: 1.0, beta: 0.0, bias: false, activation: Activation::None, residual: false, out_dtype }
+        Epilogue {
+            alpha: 1.0,
+            beta: 0.0,
+            bias: false,
+            activation: Activation::None,
+            residual: false,
+            out_dtype,
+        }
     }
 }
 
@@ -107,7 +116,11 @@ impl GemmProblem {
             Layout::Row => n,
             Layout::Col => k,
         };
-        let out = if dtype == DType::Tf32 { DType::F32 } else { dtype };
+        let out = if dtype == DType::Tf32 {
+            DType::F32
+        } else {
+            dtype
+        };
         GemmProblem {
             m,
             n,
@@ -162,7 +175,11 @@ impl GemmProblem {
             let one = (rows.max(1) as u64 - 1) * ld as u64 + ld as u64;
             one + stride * (self.batch.max(1) as u64 - 1)
         };
-        (span(ar, self.lda, self.stride_a), span(br, self.ldb, self.stride_b), span(self.m, self.ldc, self.stride_c))
+        (
+            span(ar, self.lda, self.stride_a),
+            span(br, self.ldb, self.stride_b),
+            span(self.m, self.ldc, self.stride_c),
+        )
     }
 
     /// Checks that the problem is well-formed; every template calls this first.
@@ -176,10 +193,16 @@ impl GemmProblem {
         }
         let ((_, ac), (_, bc)) = self.stored_dims();
         if self.lda < ac {
-            return bad(format!("lda={} < {} (columns of A as stored)", self.lda, ac));
+            return bad(format!(
+                "lda={} < {} (columns of A as stored)",
+                self.lda, ac
+            ));
         }
         if self.ldb < bc {
-            return bad(format!("ldb={} < {} (columns of B as stored)", self.ldb, bc));
+            return bad(format!(
+                "ldb={} < {} (columns of B as stored)",
+                self.ldb, bc
+            ));
         }
         if self.ldc < self.n {
             return bad(format!("ldc={} < n={}", self.ldc, self.n));

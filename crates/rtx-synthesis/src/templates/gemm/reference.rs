@@ -8,7 +8,8 @@ pub fn activate(act: Activation, x: f64) -> f64 {
         Activation::None => x,
         Activation::Relu => x.max(0.0),
         Activation::GeluTanh => {
-            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
         }
         Activation::GeluErf => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
         Activation::Silu => x / (1.0 + (-x).exp()),
@@ -144,7 +145,11 @@ mod tests {
             (3.0, 0.999_977_909_503_001_4),
             (-2.0, -0.995_322_265_018_952_7),
         ] {
-            assert!((erf(x) - want).abs() < 1e-13, "erf({x}) = {} want {want}", erf(x));
+            assert!(
+                (erf(x) - want).abs() < 1e-13,
+                "erf({x}) = {} want {want}",
+                erf(x)
+            );
         }
     }
 
@@ -164,7 +169,16 @@ mod tests {
         let b = [5.0, 7.0, 6.0, 8.0];
         let bias = [-100.0, 1.0];
         let res = [1.0, 1.0, 1.0, 1.0];
-        let c = gemm_f64(&p, &GemmRefInputs { a: &a, b: &b, c: None, bias: Some(&bias), residual: Some(&res) });
+        let c = gemm_f64(
+            &p,
+            &GemmRefInputs {
+                a: &a,
+                b: &b,
+                c: None,
+                bias: Some(&bias),
+                residual: Some(&res),
+            },
+        );
         // A*B = [[19,22],[43,50]] -> *2 = [[38,44],[86,100]] + bias -> [[-62,45],[-14,101]] relu -> [[0,45],[0,101]] +1
         assert_eq!(c, vec![1.0, 46.0, 1.0, 102.0]);
     }

@@ -38,7 +38,11 @@ pub const SIMT_VERSION: u32 = 2;
 
 impl SimtGemm {
     fn violation(&self, c: &SimtConfig, reason: String) -> ConstraintViolation {
-        ConstraintViolation { template: SIMT_NAME.to_string(), config: format!("{c:?}"), reason }
+        ConstraintViolation {
+            template: SIMT_NAME.to_string(),
+            config: format!("{c:?}"),
+            reason,
+        }
     }
 
     /// The kernel's entry symbol for this problem and config (encodes everything baked in).
@@ -378,7 +382,10 @@ fn emit_source(p: &GemmProblem, c: &SimtConfig, g: &SimtGeometry) -> KernelSourc
     prelude::emit_epilogue(&mut w, EpilogueSpec::of(p));
     emit_constants(&mut w, c, g);
     w.lines(SIMT_BODY);
-    w.line(format!("extern \"C\" __global__ void __launch_bounds__({}, {}) {entry}(", g.threads, c.min_blocks));
+    w.line(format!(
+        "extern \"C\" __global__ void __launch_bounds__({}, {}) {entry}(",
+        g.threads, c.min_blocks
+    ));
     w.lines(SIGNATURE_ARGS);
     w.open(")");
     w.lines(SIMT_MAIN);
@@ -414,8 +421,15 @@ impl Template for SimtGemm {
         space::simt_space(problem, arch)
     }
 
-    fn check(&self, problem: &GemmProblem, config: &SimtConfig, arch: Arch) -> Result<(), ConstraintViolation> {
-        space::check_simt(problem, config, arch).map(|_| ()).map_err(|r| self.violation(config, r))
+    fn check(
+        &self,
+        problem: &GemmProblem,
+        config: &SimtConfig,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
+        space::check_simt(problem, config, arch)
+            .map(|_| ())
+            .map_err(|r| self.violation(config, r))
     }
 
     /// Large outputs (at least 2048x2048 elements over the batch, `m >= 128`, `n >= 256`):
@@ -456,7 +470,11 @@ impl Template for SimtGemm {
         let threads = (config.bm / config.tm.max(1)) * (config.bn / config.tn.max(1));
         let smem = SimtGeometry::new(problem, config).map_or(0, |g| g.smem_bytes as u32);
         LaunchDims {
-            grid: [space::tile_count(problem, config.bm.max(1), config.bn.max(1)) as u32, 1, problem.batch],
+            grid: [
+                space::tile_count(problem, config.bm.max(1), config.bn.max(1)) as u32,
+                1,
+                problem.batch,
+            ],
             block: [threads, 1, 1],
             dynamic_smem: smem,
         }
@@ -479,7 +497,9 @@ mod tests {
         let c = t.default_config(&p, Arch::Sm90a);
         assert_eq!(c.vec, 4);
         let src = t.emit(&p, &c, Arch::Sm90a).unwrap();
-        assert!(src.code.contains(&format!("void __launch_bounds__(256, 1) {}(", src.entry)));
+        assert!(src
+            .code
+            .contains(&format!("void __launch_bounds__(256, 1) {}(", src.entry)));
         assert!(src.code.contains("constexpr int BM = 128;"));
         let l = t.launch(&p, &c);
         assert_eq!(l.grid, [64, 1, 1]);
@@ -523,6 +543,10 @@ mod tests {
         assert_eq!(c.vec, 1);
         t.check(&p, &c, Arch::Sm80).unwrap();
         let bad = SimtConfig { vec: 4, ..c };
-        assert!(t.check(&p, &bad, Arch::Sm80).unwrap_err().reason.contains("lda"));
+        assert!(t
+            .check(&p, &bad, Arch::Sm80)
+            .unwrap_err()
+            .reason
+            .contains("lda"));
     }
 }

@@ -148,7 +148,10 @@ impl SimtGeometry {
     /// Derives the geometry; `None` when the config is structurally impossible
     /// (zero or non-dividing sizes), which `check` reports in words.
     pub fn new(p: &GemmProblem, c: &SimtConfig) -> Option<Self> {
-        if [c.bm, c.bn, c.bk, c.tm, c.tn, c.vec].contains(&0) || !c.bm.is_multiple_of(c.tm) || !c.bn.is_multiple_of(c.tn) {
+        if [c.bm, c.bn, c.bk, c.tm, c.tn, c.vec].contains(&0)
+            || !c.bm.is_multiple_of(c.tm)
+            || !c.bn.is_multiple_of(c.tn)
+        {
             return None;
         }
         let threads_m = c.bm / c.tm;
@@ -170,8 +173,14 @@ impl SimtGeometry {
         let (a_ld_s, a_stage) = lay(c.bm, a_kcontig);
         let (b_ld_s, b_stage) = lay(c.bn, b_kcontig);
         let smem_bytes = buffers as u64 * (a_stage as u64 + b_stage as u64) * 4;
-        let loads = |mn: u32| -> u64 { (mn as u64 * c.bk as u64 / c.vec as u64).div_ceil(threads.max(1) as u64) };
-        let staging = if async_copy { 0 } else { (loads(c.bm) + loads(c.bn)) * c.vec as u64 };
+        let loads = |mn: u32| -> u64 {
+            (mn as u64 * c.bk as u64 / c.vec as u64).div_ceil(threads.max(1) as u64)
+        };
+        let staging = if async_copy {
+            0
+        } else {
+            (loads(c.bm) + loads(c.bn)) * c.vec as u64
+        };
         let est_regs = c.tm as u64 * c.tn as u64 + c.tm as u64 + c.tn as u64 + staging + 28;
         Some(SimtGeometry {
             threads,
@@ -206,7 +215,10 @@ impl MmaGeometry {
     /// Derives the geometry; `None` for a dtype without tensor-core support or zero/non-dividing sizes.
     pub fn new(p: &GemmProblem, c: &MmaConfig) -> Option<Self> {
         let (elem, chunk, kmma) = mma_dtype_shape(p.dtype)?;
-        if [c.bm, c.bn, c.bk, c.warps_m, c.warps_n].contains(&0) || !c.bm.is_multiple_of(c.warps_m) || !c.bn.is_multiple_of(c.warps_n) {
+        if [c.bm, c.bn, c.bk, c.warps_m, c.warps_n].contains(&0)
+            || !c.bm.is_multiple_of(c.warps_m)
+            || !c.bn.is_multiple_of(c.warps_n)
+        {
             return None;
         }
         let threads = c.warps_m.checked_mul(c.warps_n)?.checked_mul(32)?;
@@ -260,13 +272,25 @@ impl MmaGeometry {
 fn check_problem_limits(p: &GemmProblem) -> Result<(), String> {
     p.validate().map_err(|e| e.to_string())?;
     let max = i32::MAX as u32;
-    for (name, v) in [("m", p.m), ("n", p.n), ("k", p.k), ("lda", p.lda), ("ldb", p.ldb), ("ldc", p.ldc)] {
+    for (name, v) in [
+        ("m", p.m),
+        ("n", p.n),
+        ("k", p.k),
+        ("lda", p.lda),
+        ("ldb", p.ldb),
+        ("ldc", p.ldc),
+    ] {
         if v > max {
-            return Err(format!("{name}={v} exceeds i32::MAX (kernel arguments are int)"));
+            return Err(format!(
+                "{name}={v} exceeds i32::MAX (kernel arguments are int)"
+            ));
         }
     }
     if p.batch as u64 > MAX_GRID_YZ {
-        return Err(format!("batch={} exceeds gridDim.z limit {MAX_GRID_YZ}", p.batch));
+        return Err(format!(
+            "batch={} exceeds gridDim.z limit {MAX_GRID_YZ}",
+            p.batch
+        ));
     }
     Ok(())
 }
@@ -293,17 +317,25 @@ fn misaligned(p: &GemmProblem, v: u32, with_c: bool) -> Option<String> {
 
 fn check_budgets(threads: u32, smem: u64, regs: u64, arch: Arch) -> Result<(), String> {
     if threads == 0 || !threads.is_multiple_of(32) || threads > 1024 {
-        return Err(format!("{threads} threads per block (need a multiple of 32 in 32..=1024)"));
+        return Err(format!(
+            "{threads} threads per block (need a multiple of 32 in 32..=1024)"
+        ));
     }
     let limit = arch.max_smem_per_block_optin() as u64;
     if smem > limit {
-        return Err(format!("needs {smem} bytes of shared memory, {arch} allows {limit} per block"));
+        return Err(format!(
+            "needs {smem} bytes of shared memory, {arch} allows {limit} per block"
+        ));
     }
     if regs > MAX_REGS_PER_THREAD {
-        return Err(format!("estimated {regs} registers per thread > {MAX_REGS_PER_THREAD}"));
+        return Err(format!(
+            "estimated {regs} registers per thread > {MAX_REGS_PER_THREAD}"
+        ));
     }
     if threads as u64 * regs > REGS_PER_BLOCK {
-        return Err(format!("{threads} threads x ~{regs} registers > {REGS_PER_BLOCK} per block"));
+        return Err(format!(
+            "{threads} threads x ~{regs} registers > {REGS_PER_BLOCK} per block"
+        ));
     }
     Ok(())
 }
@@ -312,22 +344,37 @@ fn check_budgets(threads: u32, smem: u64, regs: u64, arch: Arch) -> Result<(), S
 pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeometry, String> {
     check_problem_limits(p)?;
     if !matches!(p.dtype, DType::F32 | DType::Tf32) {
-        return Err(format!("dtype {} (the SIMT template computes f32 inputs only)", p.dtype));
+        return Err(format!(
+            "dtype {} (the SIMT template computes f32 inputs only)",
+            p.dtype
+        ));
     }
     if !c.tm.is_multiple_of(4) || !c.tn.is_multiple_of(4) || c.tm == 0 || c.tn == 0 {
-        return Err(format!("thread tile {}x{} (both must be positive multiples of 4)", c.tm, c.tn));
+        return Err(format!(
+            "thread tile {}x{} (both must be positive multiples of 4)",
+            c.tm, c.tn
+        ));
     }
     if c.bm == 0 || c.bn == 0 || !c.bm.is_multiple_of(c.tm) || !c.bn.is_multiple_of(c.tn) {
-        return Err(format!("block tile {}x{} is not a multiple of the thread tile {}x{}", c.bm, c.bn, c.tm, c.tn));
+        return Err(format!(
+            "block tile {}x{} is not a multiple of the thread tile {}x{}",
+            c.bm, c.bn, c.tm, c.tn
+        ));
     }
     if c.tm * c.tn > 128 {
-        return Err(format!("thread tile {}x{} holds more than 128 accumulators", c.tm, c.tn));
+        return Err(format!(
+            "thread tile {}x{} holds more than 128 accumulators",
+            c.tm, c.tn
+        ));
     }
     if !matches!(c.vec, 1 | 2 | 4) {
         return Err(format!("vec={} (must be 1, 2 or 4)", c.vec));
     }
     if c.bk == 0 || !c.bk.is_multiple_of(c.vec) || c.bk > 64 {
-        return Err(format!("bk={} (must be a multiple of vec={} and at most 64)", c.bk, c.vec));
+        return Err(format!(
+            "bk={} (must be a multiple of vec={} and at most 64)",
+            c.bk, c.vec
+        ));
     }
     if c.group_m == 0 {
         return Err("group_m=0 (must be >= 1)".into());
@@ -335,15 +382,26 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
     match c.stages {
         2 => {}
         3 | 4 if arch.has_cp_async() => {}
-        3 | 4 => return Err(format!("stages={} uses cp.async, which {arch} lacks (use stages=2)", c.stages)),
+        3 | 4 => {
+            return Err(format!(
+                "stages={} uses cp.async, which {arch} lacks (use stages=2)",
+                c.stages
+            ))
+        }
         s => return Err(format!("stages={s} (must be 2, 3 or 4)")),
     }
     let g = SimtGeometry::new(p, c).ok_or_else(|| format!("degenerate config {c:?}"))?;
     if !g.threads_n.is_power_of_two() || !g.threads_m.is_power_of_two() {
-        return Err(format!("thread grid {}x{} must be powers of two", g.threads_m, g.threads_n));
+        return Err(format!(
+            "thread grid {}x{} must be powers of two",
+            g.threads_m, g.threads_n
+        ));
     }
     if g.threads_m % g.warp_tm != 0 {
-        return Err(format!("thread rows {} not a multiple of a warp's {} rows", g.threads_m, g.warp_tm));
+        return Err(format!(
+            "thread rows {} not a multiple of a warp's {} rows",
+            g.threads_m, g.warp_tm
+        ));
     }
     if let Some(why) = misaligned(p, c.vec, true) {
         return Err(why);
@@ -362,9 +420,13 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
             max_threads_per_sm(arch)
         ));
     }
-    let reg_cap = (REGS_PER_BLOCK / (g.threads as u64 * c.min_blocks as u64)).min(MAX_REGS_PER_THREAD);
+    let reg_cap =
+        (REGS_PER_BLOCK / (g.threads as u64 * c.min_blocks as u64)).min(MAX_REGS_PER_THREAD);
     if reg_cap < g.est_regs {
-        return Err(format!("min_blocks={} caps registers at {reg_cap} < estimated {}", c.min_blocks, g.est_regs));
+        return Err(format!(
+            "min_blocks={} caps registers at {reg_cap} < estimated {}",
+            c.min_blocks, g.est_regs
+        ));
     }
     check_budgets(g.threads, g.smem_bytes, g.est_regs, arch)?;
     Ok(g)
@@ -386,22 +448,39 @@ pub fn check_mma(p: &GemmProblem, c: &MmaConfig, arch: Arch) -> Result<MmaGeomet
         return Err(format!("mma.sync needs sm_80 or newer, target is {arch}"));
     }
     let Some((_, chunk, kmma)) = mma_dtype_shape(p.dtype) else {
-        return Err(format!("dtype {} has no tensor-core path (use f16, bf16 or tf32)", p.dtype));
+        return Err(format!(
+            "dtype {} has no tensor-core path (use f16, bf16 or tf32)",
+            p.dtype
+        ));
     };
     if c.warps_m == 0 || c.warps_n == 0 || c.bm == 0 || c.bn == 0 {
         return Err("zero tile or warp count".into());
     }
     if !c.bm.is_multiple_of(c.warps_m * 16) {
-        return Err(format!("bm={} is not a multiple of warps_m*16={}", c.bm, c.warps_m * 16));
+        return Err(format!(
+            "bm={} is not a multiple of warps_m*16={}",
+            c.bm,
+            c.warps_m * 16
+        ));
     }
     if !c.bn.is_multiple_of(c.warps_n * 16) {
-        return Err(format!("bn={} is not a multiple of warps_n*16={}", c.bn, c.warps_n * 16));
+        return Err(format!(
+            "bn={} is not a multiple of warps_n*16={}",
+            c.bn,
+            c.warps_n * 16
+        ));
     }
     if c.bk == 0 || !c.bk.is_multiple_of(kmma) || c.bk > 128 {
-        return Err(format!("bk={} (must be a positive multiple of {kmma} for {}, at most 128)", c.bk, p.dtype));
+        return Err(format!(
+            "bk={} (must be a positive multiple of {kmma} for {}, at most 128)",
+            c.bk, p.dtype
+        ));
     }
     if !c.bm.is_power_of_two() || !c.bn.is_power_of_two() || !c.bk.is_power_of_two() {
-        return Err(format!("tile {}x{}x{} must be powers of two (swizzle and chunk mapping)", c.bm, c.bn, c.bk));
+        return Err(format!(
+            "tile {}x{}x{} must be powers of two (swizzle and chunk mapping)",
+            c.bm, c.bn, c.bk
+        ));
     }
     if !(2..=5).contains(&c.stages) {
         return Err(format!("stages={} (must be 2..=5)", c.stages));
@@ -411,7 +490,10 @@ pub fn check_mma(p: &GemmProblem, c: &MmaConfig, arch: Arch) -> Result<MmaGeomet
     }
     let k_tiles = tiles(p.k, c.bk);
     if c.split_k == 0 || c.split_k as u64 > k_tiles || c.split_k as u64 > MAX_GRID_YZ {
-        return Err(format!("split_k={} (must be in 1..=ceil(K/bk)={k_tiles})", c.split_k));
+        return Err(format!(
+            "split_k={} (must be in 1..=ceil(K/bk)={k_tiles})",
+            c.split_k
+        ));
     }
     if let Some(why) = misaligned(p, chunk, false) {
         return Err(why);
@@ -428,7 +510,10 @@ pub fn check_mma(p: &GemmProblem, c: &MmaConfig, arch: Arch) -> Result<MmaGeomet
 
 /// Largest vector width in {4, 2, 1} the problem's leading dimensions and strides allow.
 pub fn simt_max_vec(p: &GemmProblem) -> u32 {
-    [4, 2, 1].into_iter().find(|&v| misaligned(p, v, true).is_none()).unwrap_or(1)
+    [4, 2, 1]
+        .into_iter()
+        .find(|&v| misaligned(p, v, true).is_none())
+        .unwrap_or(1)
 }
 
 /// The discrete SIMT space (structurally sensible points; `check_simt` filters the rest).
@@ -436,7 +521,11 @@ pub fn simt_max_vec(p: &GemmProblem) -> u32 {
 /// never faster on the same data).
 pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
     let mut v = Vec::new();
-    let stages: &[u32] = if arch.has_cp_async() { &[2, 3, 4] } else { &[2] };
+    let stages: &[u32] = if arch.has_cp_async() {
+        &[2, 3, 4]
+    } else {
+        &[2]
+    };
     let vec = simt_max_vec(p);
     for bm in [32, 64, 128, 256] {
         for bn in [32, 64, 128, 256] {
@@ -453,7 +542,17 @@ pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
                         for &stages in stages {
                             for group_m in [1, 8] {
                                 for min_blocks in [1, 2] {
-                                    v.push(SimtConfig { bm, bn, bk, tm, tn, stages, vec, group_m, min_blocks });
+                                    v.push(SimtConfig {
+                                        bm,
+                                        bn,
+                                        bk,
+                                        tm,
+                                        tn,
+                                        stages,
+                                        vec,
+                                        group_m,
+                                        min_blocks,
+                                    });
                                 }
                             }
                         }
@@ -469,7 +568,11 @@ pub fn simt_space(p: &GemmProblem, arch: Arch) -> Vec<SimtConfig> {
 /// tiles (at most 256 blocks for that tile shape) and K spans at least two tiles per slice.
 pub fn mma_space(p: &GemmProblem, arch: Arch) -> Vec<MmaConfig> {
     let _ = arch;
-    let bks: &[u32] = if p.dtype == DType::Tf32 { &[16, 32] } else { &[32, 64] };
+    let bks: &[u32] = if p.dtype == DType::Tf32 {
+        &[16, 32]
+    } else {
+        &[32, 64]
+    };
     let warps: [(u32, u32); 5] = [(2, 2), (1, 4), (4, 1), (2, 4), (4, 2)];
     let mut v = Vec::new();
     for bm in [64, 128, 256] {
@@ -537,7 +640,17 @@ mod tests {
     #[test]
     fn simt_default_shape_geometry() {
         let p = GemmProblem::nn(4096, 4096, 4096, DType::F32);
-        let c = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 2 };
+        let c = SimtConfig {
+            bm: 128,
+            bn: 128,
+            bk: 8,
+            tm: 8,
+            tn: 8,
+            stages: 2,
+            vec: 4,
+            group_m: 8,
+            min_blocks: 2,
+        };
         let g = check_simt(&p, &c, Arch::Sm90a).unwrap();
         assert_eq!(g.threads, 256);
         assert_eq!((g.warp_tm, g.warp_tn), (4, 8));
@@ -564,7 +677,10 @@ mod tests {
         assert_eq!(g.threads, 128);
         assert_eq!((g.mi, g.ni), (4, 8));
         assert_eq!(g.smem_bytes, 4 * (128 * 32 + 128 * 32) * 2);
-        let padded = MmaConfig { swizzle: false, ..c };
+        let padded = MmaConfig {
+            swizzle: false,
+            ..c
+        };
         let gp = check_mma(&p, &padded, Arch::Sm90a).unwrap();
         assert_eq!(gp.a_ld_s, 40);
     }
@@ -588,10 +704,24 @@ mod tests {
         assert!(check_mma(&p, &c, Arch::Sm90a).unwrap_err().contains("lda"));
         let p = GemmProblem::nn(128, 128, 64, DType::F16);
         let too_split = MmaConfig { split_k: 3, ..c };
-        assert!(check_mma(&p, &too_split, Arch::Sm90a).unwrap_err().contains("split_k"));
+        assert!(check_mma(&p, &too_split, Arch::Sm90a)
+            .unwrap_err()
+            .contains("split_k"));
         let pf = GemmProblem::nn(64, 64, 64, DType::F32);
-        let s = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 3, vec: 4, group_m: 1, min_blocks: 1 };
-        assert!(check_simt(&pf, &s, Arch::Sm75).unwrap_err().contains("cp.async"));
+        let s = SimtConfig {
+            bm: 128,
+            bn: 128,
+            bk: 8,
+            tm: 8,
+            tn: 8,
+            stages: 3,
+            vec: 4,
+            group_m: 1,
+            min_blocks: 1,
+        };
+        assert!(check_simt(&pf, &s, Arch::Sm75)
+            .unwrap_err()
+            .contains("cp.async"));
     }
 
     #[test]
@@ -608,12 +738,26 @@ mod tests {
             group_m: 8,
         };
         let deeper = MmaConfig { stages: 4, ..c };
-        let split = MmaConfig { split_k: 2, stages: 2, ..c };
+        let split = MmaConfig {
+            split_k: 2,
+            stages: 2,
+            ..c
+        };
         let smaller = MmaConfig { bm: 64, ..c };
         assert!(mma_complexity(&c) < mma_complexity(&deeper));
         assert!(mma_complexity(&deeper) < mma_complexity(&split));
         assert!(mma_complexity(&smaller) < mma_complexity(&c));
-        let s = SimtConfig { bm: 128, bn: 128, bk: 8, tm: 8, tn: 8, stages: 2, vec: 4, group_m: 8, min_blocks: 1 };
+        let s = SimtConfig {
+            bm: 128,
+            bn: 128,
+            bk: 8,
+            tm: 8,
+            tn: 8,
+            stages: 2,
+            vec: 4,
+            group_m: 8,
+            min_blocks: 1,
+        };
         assert!(simt_complexity(&s) < simt_complexity(&SimtConfig { stages: 3, ..s }));
         assert!(simt_complexity(&SimtConfig { bm: 64, ..s }) < simt_complexity(&s));
     }

@@ -74,7 +74,9 @@ pub mod tma;
 pub use config::WgmmaConfig;
 pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
 pub use staging::{kernel_problem, staging, staging_bytes, Staging};
-pub use tma::{epi_box_cols, tma_desc_a, tma_desc_b, tma_desc_c, TmaDesc, TmaDescError, TmaSwizzle};
+pub use tma::{
+    epi_box_cols, tma_desc_a, tma_desc_b, tma_desc_c, TmaDesc, TmaDescError, TmaSwizzle,
+};
 
 use super::{Activation, GemmProblem, Layout};
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
@@ -106,11 +108,51 @@ pub struct DefaultRung {
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
 pub const DEFAULT_LADDER: [DefaultRung; 5] = [
-    DefaultRung { bm: 128, bn: 256, consumers: 2, wgmma_n: 256, stages: 4, persistent: true, raster_group: 8 },
-    DefaultRung { bm: 192, bn: 160, consumers: 3, wgmma_n: 160, stages: 4, persistent: true, raster_group: 1 },
-    DefaultRung { bm: 128, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, persistent: true, raster_group: 8 },
-    DefaultRung { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 8, persistent: true, raster_group: 1 },
-    DefaultRung { bm: 64, bn: 64, consumers: 1, wgmma_n: 64, stages: 10, persistent: true, raster_group: 1 },
+    DefaultRung {
+        bm: 128,
+        bn: 256,
+        consumers: 2,
+        wgmma_n: 256,
+        stages: 4,
+        persistent: true,
+        raster_group: 8,
+    },
+    DefaultRung {
+        bm: 192,
+        bn: 160,
+        consumers: 3,
+        wgmma_n: 160,
+        stages: 4,
+        persistent: true,
+        raster_group: 1,
+    },
+    DefaultRung {
+        bm: 128,
+        bn: 128,
+        consumers: 1,
+        wgmma_n: 128,
+        stages: 6,
+        persistent: true,
+        raster_group: 8,
+    },
+    DefaultRung {
+        bm: 64,
+        bn: 128,
+        consumers: 1,
+        wgmma_n: 128,
+        stages: 8,
+        persistent: true,
+        raster_group: 1,
+    },
+    DefaultRung {
+        bm: 64,
+        bn: 64,
+        consumers: 1,
+        wgmma_n: 64,
+        stages: 10,
+        persistent: true,
+        raster_group: 1,
+    },
 ];
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
 pub const MAX_STAGES: u32 = 12;
@@ -137,7 +179,10 @@ pub const EXPERIMENTAL_ENV: &str = "RTX_EXPERIMENTAL";
 impl Default for WgmmaGemm {
     fn default() -> Self {
         // H100 SXM / H200.
-        WgmmaGemm { sm_count: 132, experimental: false }
+        WgmmaGemm {
+            sm_count: 132,
+            experimental: false,
+        }
     }
 }
 
@@ -161,12 +206,18 @@ fn activation_tag(a: Activation) -> Option<&'static str> {
 impl WgmmaGemm {
     /// A template for a device with `sm_count` SMs.
     pub fn new(sm_count: u32) -> Self {
-        WgmmaGemm { sm_count: sm_count.max(1), experimental: false }
+        WgmmaGemm {
+            sm_count: sm_count.max(1),
+            experimental: false,
+        }
     }
 
     /// [`WgmmaGemm::new`], with [`WgmmaGemm::experimental`] set when [`EXPERIMENTAL_ENV`] is `1`.
     pub fn for_env(sm_count: u32) -> Self {
-        WgmmaGemm { experimental: std::env::var(EXPERIMENTAL_ENV).is_ok_and(|v| v.trim() == "1"), ..WgmmaGemm::new(sm_count) }
+        WgmmaGemm {
+            experimental: std::env::var(EXPERIMENTAL_ENV).is_ok_and(|v| v.trim() == "1"),
+            ..WgmmaGemm::new(sm_count)
+        }
     }
 
     /// Configs the template supports but keeps out of the default space (none has won a
@@ -214,7 +265,13 @@ impl WgmmaGemm {
     /// The kernel entry point name, encoding dtype, layouts, config and epilogue.
     pub fn entry_name(&self, p: &GemmProblem, c: &WgmmaConfig) -> String {
         let e = &p.epilogue;
-        let mut s = format!("rtx_wgmma_{}_{}{}_{}", p.dtype.name(), short_layout(p.layout_a), short_layout(p.layout_b), c.tag());
+        let mut s = format!(
+            "rtx_wgmma_{}_{}{}_{}",
+            p.dtype.name(),
+            short_layout(p.layout_a),
+            short_layout(p.layout_b),
+            c.tag()
+        );
         if e.beta != 0.0 {
             s.push_str("_beta");
         }
@@ -264,7 +321,9 @@ impl WgmmaGemm {
         let (ta, tb) = staging::prepass_tiles(p);
         let warps = c.threads() / 32;
         let cl = c.cluster_size();
-        let blocks = (ta + tb).div_ceil(warps as u64).clamp(1, self.sm_count.max(1) as u64) as u32;
+        let blocks = (ta + tb)
+            .div_ceil(warps as u64)
+            .clamp(1, self.sm_count.max(1) as u64) as u32;
         Some(LaunchDims {
             grid: [blocks.next_multiple_of(cl), 1, p.batch.max(1)],
             block: [c.threads(), 1, 1],
@@ -281,7 +340,10 @@ impl WgmmaGemm {
     /// epilogue stores whole boxes of one swizzle span ([`WgmmaConfig::epi_span_bytes`]) of a
     /// consumer's columns.
     pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
-        if !tma::b_is_k_major(p) && ((c.n_iters() > 1 && !c.wgmma_n.is_multiple_of(64)) || (c.split_n && !c.cols_per_consumer().is_multiple_of(64))) {
+        if !tma::b_is_k_major(p)
+            && ((c.n_iters() > 1 && !c.wgmma_n.is_multiple_of(64))
+                || (c.split_n && !c.cols_per_consumer().is_multiple_of(64)))
+        {
             return Err(format!(
                 "bn={} (wgmma_n={}, {} columns per consumer): an MN-major B (layout {:?}) is loaded in 64-column swizzle boxes, so every wgmma and every consumer must start on a multiple of 64 columns",
                 c.bn,
@@ -326,7 +388,9 @@ impl WgmmaGemm {
             return Err(format!("consumers={} must be 1, 2 or 3", c.consumers));
         }
         if c.consumers == 3 && (c.pingpong || c.split_n) {
-            return Err("consumers=3 split the tile's rows only (no pingpong, no split_n)".to_string());
+            return Err(
+                "consumers=3 split the tile's rows only (no pingpong, no split_n)".to_string(),
+            );
         }
         if c.pingpong && (c.consumers != 2 || !c.persistent) {
             return Err(format!(
@@ -351,9 +415,15 @@ impl WgmmaGemm {
             return Err(format!("bn={} must be 64, 128, 160, 192 or 256", c.bn));
         }
         if c.split_n && !c.cols_per_consumer().is_multiple_of(16) {
-            return Err(format!("split_n: each consumer's bn/2={} columns must be a multiple of 16", c.cols_per_consumer()));
+            return Err(format!(
+                "split_n: each consumer's bn/2={} columns must be a multiple of 16",
+                c.cols_per_consumer()
+            ));
         }
-        if !c.wgmma_n.is_multiple_of(16) || !(16..=256).contains(&c.wgmma_n) || !c.cols_per_consumer().is_multiple_of(c.wgmma_n) {
+        if !c.wgmma_n.is_multiple_of(16)
+            || !(16..=256).contains(&c.wgmma_n)
+            || !c.cols_per_consumer().is_multiple_of(c.wgmma_n)
+        {
             return Err(format!(
                 "wgmma_n={} must be a multiple of 16 in 16..=256 that divides a consumer's {} columns",
                 c.wgmma_n,
@@ -398,7 +468,9 @@ impl WgmmaGemm {
         if !(1..=2).contains(&c.cluster_k) {
             return Err(format!("cluster_k={} must be 1 or 2", c.cluster_k));
         }
-        if c.cluster_k == 2 && (c.consumers != 2 || c.pingpong || c.cluster_m != 1 || c.split_k != 1) {
+        if c.cluster_k == 2
+            && (c.consumers != 2 || c.pingpong || c.cluster_m != 1 || c.split_k != 1)
+        {
             return Err(format!(
                 "cluster_k=2 needs consumers=2 (got {}), no pingpong (got {}), cluster_m=1 (got {}) and split_k=1 (got {}): consumer r of CTA r owns its part of the tile and the other CTA's consumer r sends it its partial sums",
                 c.consumers, c.pingpong, c.cluster_m, c.split_k
@@ -417,7 +489,11 @@ impl WgmmaGemm {
             ));
         }
         if c.consumer_regs() < c.acc_regs() + 64 {
-            return Err(format!("consumer register budget {} leaves too little beside {} accumulators", c.consumer_regs(), c.acc_regs()));
+            return Err(format!(
+                "consumer register budget {} leaves too little beside {} accumulators",
+                c.consumer_regs(),
+                c.acc_regs()
+            ));
         }
         Ok(())
     }
@@ -455,11 +531,14 @@ impl WgmmaGemm {
         // 438.5 against 386.5 at 4096^3, call X). Below that it mispredicted tf32 (call AD,
         // 192 x 160 against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs
         // 321.3 us, where the model said 4% faster), and the small rungs were never measured.
-        let units = |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
+        let units =
+            |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
         let rungs = match problem.dtype {
             DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
             DType::Tf32 => {
-                if units(&self.rung_config(problem, &DEFAULT_LADDER[0])) < 2 * u64::from(self.sm_count.max(1)) {
+                if units(&self.rung_config(problem, &DEFAULT_LADDER[0]))
+                    < 2 * u64::from(self.sm_count.max(1))
+                {
                     return None;
                 }
                 &DEFAULT_LADDER[..2]
@@ -500,7 +579,10 @@ impl WgmmaGemm {
                 p.ldc as u64 * osz
             ));
         }
-        if p.batch > 1 && p.stride_c != 0 && (!(p.stride_c * osz).is_multiple_of(16) || p.stride_c * osz >= 1 << 40) {
+        if p.batch > 1
+            && p.stride_c != 0
+            && (!(p.stride_c * osz).is_multiple_of(16) || p.stride_c * osz >= 1 << 40)
+        {
             return Err(format!(
                 "tma_store: stride_c={} ({} bytes) must be a multiple of 16 bytes below 2^40 for the TMA store",
                 p.stride_c,
@@ -525,13 +607,19 @@ impl WgmmaGemm {
             ));
         }
         if !matches!(p.epilogue.out_dtype, DType::F32 | DType::F16 | DType::Bf16) {
-            return Err(format!("out_dtype {}: must be f32, f16 or bf16", p.epilogue.out_dtype));
+            return Err(format!(
+                "out_dtype {}: must be f32, f16 or bf16",
+                p.epilogue.out_dtype
+            ));
         }
         let st = staging(p);
         let esz = p.dtype.size_bytes() as u64;
         for (name, ld, staged) in [("lda", p.lda, st.a), ("ldb", p.ldb, st.b)] {
             if !staged && !(ld as u64 * esz).is_multiple_of(16) {
-                return Err(format!("{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16", ld as u64 * esz));
+                return Err(format!(
+                    "{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16",
+                    ld as u64 * esz
+                ));
             }
         }
         if p.batch > 65_535 {
@@ -540,9 +628,10 @@ impl WgmmaGemm {
         if p.batch > 1 {
             let rows_a = if p.layout_a == Layout::Row { p.m } else { p.k } as u64;
             let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-            for (name, stride, span, staged) in
-                [("stride_a", p.stride_a, rows_a * p.lda as u64, st.a), ("stride_b", p.stride_b, rows_b * p.ldb as u64, st.b)]
-            {
+            for (name, stride, span, staged) in [
+                ("stride_a", p.stride_a, rows_a * p.lda as u64, st.a),
+                ("stride_b", p.stride_b, rows_b * p.ldb as u64, st.b),
+            ] {
                 if stride == 0 || staged {
                     continue;
                 }
@@ -553,7 +642,9 @@ impl WgmmaGemm {
                     return Err(format!("{name}={stride} < {span}: overlapping batch entries cannot be described by a TMA map"));
                 }
                 if stride * esz >= 1 << 40 {
-                    return Err(format!("{name}={stride}: TMA strides must be below 2^40 bytes"));
+                    return Err(format!(
+                        "{name}={stride}: TMA strides must be below 2^40 bytes"
+                    ));
                 }
             }
         }
@@ -561,12 +652,18 @@ impl WgmmaGemm {
             let q = staging::kernel_problem(p);
             for (name, stride) in [("A", q.stride_a), ("B", q.stride_b)] {
                 if stride * esz >= 1 << 40 {
-                    return Err(format!("staged tf32 {name}: its batch stride ({} bytes) must be below 2^40 (TMA)", stride * esz));
+                    return Err(format!(
+                        "staged tf32 {name}: its batch stride ({} bytes) must be below 2^40 (TMA)",
+                        stride * esz
+                    ));
                 }
             }
             let (ta, tb) = staging::prepass_tiles(p);
             if ta + tb >= (i32::MAX / 2) as u64 {
-                return Err(format!("{} staging pre-pass tiles per batch entry exceed the 32-bit tile index", ta + tb));
+                return Err(format!(
+                    "{} staging pre-pass tiles per batch entry exceed the 32-bit tile index",
+                    ta + tb
+                ));
             }
         }
         Ok(())
@@ -586,7 +683,11 @@ impl Template for WgmmaGemm {
     }
 
     fn space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
-        let mut v = if self.experimental { self.experimental_space(problem, arch) } else { Vec::new() };
+        let mut v = if self.experimental {
+            self.experimental_space(problem, arch)
+        } else {
+            Vec::new()
+        };
         if arch != Arch::Sm90a {
             return v;
         }
@@ -685,10 +786,21 @@ impl Template for WgmmaGemm {
         v
     }
 
-    fn check(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<(), ConstraintViolation> {
-        let fail = |reason: String| ConstraintViolation { template: NAME.to_string(), config: format!("{config:?}"), reason };
+    fn check(
+        &self,
+        problem: &GemmProblem,
+        config: &WgmmaConfig,
+        arch: Arch,
+    ) -> Result<(), ConstraintViolation> {
+        let fail = |reason: String| ConstraintViolation {
+            template: NAME.to_string(),
+            config: format!("{config:?}"),
+            reason,
+        };
         if arch != Arch::Sm90a {
-            return Err(fail(format!("arch {arch}: wgmma.mma_async and setmaxnreg need sm_90a (Hopper)")));
+            return Err(fail(format!(
+                "arch {arch}: wgmma.mma_async and setmaxnreg need sm_90a (Hopper)"
+            )));
         }
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
@@ -704,7 +816,9 @@ impl Template for WgmmaGemm {
         }
         let blocks = config.units(problem.m, problem.n) * config.cluster_size() as u64;
         if blocks > i32::MAX as u64 {
-            return Err(fail(format!("{blocks} work units exceed the 2^31-1 grid limit")));
+            return Err(fail(format!(
+                "{blocks} work units exceed the 2^31-1 grid limit"
+            )));
         }
         Self::check_config_for(problem, config).map_err(fail)?;
         if config.tma_store {
@@ -712,14 +826,19 @@ impl Template for WgmmaGemm {
         }
         let kblocks = problem.k.div_ceil(config.bk);
         if config.split_k > kblocks {
-            return Err(fail(format!("split_k={} exceeds the {kblocks} k-blocks of K={}", config.split_k, problem.k)));
+            return Err(fail(format!(
+                "split_k={} exceeds the {kblocks} k-blocks of K={}",
+                config.split_k, problem.k
+            )));
         }
         if config.cluster_k > kblocks {
             return Err(fail(format!("cluster_k={} exceeds the {kblocks} k-blocks of K={}: every CTA of the cluster needs one", config.cluster_k, problem.k)));
         }
         // The kernel indexes the partials (float4s) and counters with 32-bit unsigned math.
         if config.workspace_bytes(problem.m, problem.n, problem.batch) / 16 >= i32::MAX as u64 {
-            return Err(fail("split-K workspace exceeds 2^31 float4s (32 GiB): too large to index".to_string()));
+            return Err(fail(
+                "split-K workspace exceeds 2^31 float4s (32 GiB): too large to index".to_string(),
+            ));
         }
         Ok(())
     }
@@ -737,14 +856,26 @@ impl Template for WgmmaGemm {
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
-        self.model_pick(problem).unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
+        self.model_pick(problem)
+            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
     }
 
-    fn emit(&self, problem: &GemmProblem, config: &WgmmaConfig, arch: Arch) -> Result<KernelSource, ConstraintViolation> {
+    fn emit(
+        &self,
+        problem: &GemmProblem,
+        config: &WgmmaConfig,
+        arch: Arch,
+    ) -> Result<KernelSource, ConstraintViolation> {
         self.check(problem, config, arch)?;
         let entry = self.entry_name(problem, config);
         let code = codegen::kernel_source(problem, config, &entry);
-        Ok(KernelSource { entry, code, template: NAME.to_string(), template_version: VERSION, options: vec![] })
+        Ok(KernelSource {
+            entry,
+            code,
+            template: NAME.to_string(),
+            template_version: VERSION,
+            options: vec![],
+        })
     }
 
     fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
@@ -756,11 +887,23 @@ impl Template for WgmmaGemm {
         } else {
             units
         };
-        LaunchDims { grid: [clusters * cl, 1, problem.batch.max(1)], block: [config.threads(), 1, 1], dynamic_smem: config.smem_bytes() }
+        LaunchDims {
+            grid: [clusters * cl, 1, problem.batch.max(1)],
+            block: [config.threads(), 1, 1],
+            dynamic_smem: config.smem_bytes(),
+        }
     }
 
-    fn estimate_us(&self, problem: &GemmProblem, config: &WgmmaConfig, device: &crate::tuner::cost::DeviceFacts) -> Option<f64> {
-        let device = crate::tuner::cost::DeviceFacts { sm_count: self.sm_count, ..device.clone() };
+    fn estimate_us(
+        &self,
+        problem: &GemmProblem,
+        config: &WgmmaConfig,
+        device: &crate::tuner::cost::DeviceFacts,
+    ) -> Option<f64> {
+        let device = crate::tuner::cost::DeviceFacts {
+            sm_count: self.sm_count,
+            ..device.clone()
+        };
         cost::estimate_us(problem, config, &device)
     }
 
@@ -802,41 +945,114 @@ mod tests {
         let t = WgmmaGemm::default();
         let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
         let c = t.default_config(&nt, Arch::Sm90a);
-        assert_eq!((c.bm, c.bn, c.bk, c.consumers, c.stages), (128, 256, 32, 2, 4));
+        assert_eq!(
+            (c.bm, c.bn, c.bk, c.consumers, c.stages),
+            (128, 256, 32, 2, 4)
+        );
         t.check(&nt, &c, Arch::Sm90a).unwrap();
         // bk is the dtype's: 64 tf32 elements would be 256 bytes (two swizzle spans).
-        let wide = WgmmaConfig { bk: 64, ..c.clone() };
-        assert!(t.check(&nt, &wide, Arch::Sm90a).unwrap_err().reason.contains("bk=64 must be 32 for tf32"));
+        let wide = WgmmaConfig {
+            bk: 64,
+            ..c.clone()
+        };
+        assert!(t
+            .check(&nt, &wide, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("bk=64 must be 32 for tf32"));
         let bf = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
-        assert!(t.check(&bf, &c, Arch::Sm90a).unwrap_err().reason.contains("bk=32 must be 64 for bf16"));
-        assert!(t.check(&nt, &WgmmaConfig { bk: 16, ..c.clone() }, Arch::Sm90a).unwrap_err().reason.contains("bk=16"));
+        assert!(t
+            .check(&bf, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("bk=32 must be 64 for bf16"));
+        assert!(t
+            .check(
+                &nt,
+                &WgmmaConfig {
+                    bk: 16,
+                    ..c.clone()
+                },
+                Arch::Sm90a
+            )
+            .unwrap_err()
+            .reason
+            .contains("bk=16"));
         // K-major tf32 operands are read by TMA in place: 16-byte pitches (4 elements).
         let odd = GemmProblem::new(256, 256, 1002, DType::Tf32, Layout::Row, Layout::Col);
-        assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("lda=1002"));
+        assert!(t
+            .check(&odd, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("lda=1002"));
         // A staged (row-major) B may have any pitch; A is still read in place.
-        let nn = GemmProblem { lda: 1004, ldb: 1001, ..GemmProblem::nn(256, 1001, 1002, DType::Tf32) };
+        let nn = GemmProblem {
+            lda: 1004,
+            ldb: 1001,
+            ..GemmProblem::nn(256, 1001, 1002, DType::Tf32)
+        };
         t.check(&nn, &c, Arch::Sm90a).unwrap();
         let tt = GemmProblem::new(999, 1001, 1003, DType::Tf32, Layout::Col, Layout::Row);
         t.check(&tt, &c, Arch::Sm90a).unwrap();
         // split_k is bounded by K / 32 k-blocks.
         let short = GemmProblem::new(64, 4096, 96, DType::Tf32, Layout::Row, Layout::Col);
-        let sk = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, split_k: 3, ..c.clone() };
+        let sk = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            consumers: 1,
+            wgmma_n: 128,
+            split_k: 3,
+            ..c.clone()
+        };
         t.check(&short, &sk, Arch::Sm90a).unwrap();
         let sk4 = WgmmaConfig { split_k: 4, ..sk };
-        assert!(t.check(&short, &sk4, Arch::Sm90a).unwrap_err().reason.contains("3 k-blocks"));
+        assert!(t
+            .check(&short, &sk4, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("3 k-blocks"));
         // Split-K with 128 accumulators at 384 threads spills (seen for bf16 NN 256x64 ping-pong
         // and beside the tf32 pre-pass), so it is refused for every layout.
-        let pp = WgmmaConfig { bm: 256, bn: 64, consumers: 2, wgmma_n: 64, stages: 4, split_k: 2, pingpong: true, ..c.clone() };
+        let pp = WgmmaConfig {
+            bm: 256,
+            bn: 64,
+            consumers: 2,
+            wgmma_n: 64,
+            stages: 4,
+            split_k: 2,
+            pingpong: true,
+            ..c.clone()
+        };
         let nn4 = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
         for p in [&nt, &nn4] {
-            assert!(t.check(p, &pp, Arch::Sm90a).unwrap_err().reason.contains("the fix-up spills"));
+            assert!(t
+                .check(p, &pp, Arch::Sm90a)
+                .unwrap_err()
+                .reason
+                .contains("the fix-up spills"));
         }
-        t.check(&nt, &WgmmaConfig { bn: 32 * 2, bm: 128, ..pp.clone() }, Arch::Sm90a).unwrap();
+        t.check(
+            &nt,
+            &WgmmaConfig {
+                bn: 32 * 2,
+                bm: 128,
+                ..pp.clone()
+            },
+            Arch::Sm90a,
+        )
+        .unwrap();
         // Every space config carries the tf32 depth.
         let space = t.valid_space(&nt, Arch::Sm90a);
         assert!(space.len() > 100 && space.iter().all(|c| c.bk == 32));
-        assert!(space.iter().any(|c| c.bm == 128 && c.bn == 256 && c.stages == 4));
-        assert!(!space.iter().any(|c| c.bm == 128 && c.bn == 256 && c.stages == 5), "5 x 48 KiB exceeds 227 KiB");
+        assert!(space
+            .iter()
+            .any(|c| c.bm == 128 && c.bn == 256 && c.stages == 4));
+        assert!(
+            !space
+                .iter()
+                .any(|c| c.bm == 128 && c.bn == 256 && c.stages == 5),
+            "5 x 48 KiB exceeds 227 KiB"
+        );
     }
 
     #[test]
@@ -845,7 +1061,8 @@ mod tests {
         let pick = |m, n, k| {
             let p = GemmProblem::nn(m, n, k, DType::Bf16);
             let c = t.default_config(&p, Arch::Sm90a);
-            t.check(&p, &c, Arch::Sm90a).unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+            t.check(&p, &c, Arch::Sm90a)
+                .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
             (c.bm, c.bn, c.consumers, c.stages, c.persistent, c.tma_store)
         };
         assert_eq!(pick(4096, 4096, 4096), (128, 256, 2, 4, true, true));
@@ -874,13 +1091,17 @@ mod tests {
                 for la in [Layout::Row, Layout::Col] {
                     for lb in [Layout::Row, Layout::Col] {
                         let p = GemmProblem::new(1000, 1000, 1000, dtype, la, lb);
-                        t.check(&p, &t.rung_config(&p, &r), Arch::Sm90a).unwrap_or_else(|e| panic!("{r:?} {dtype} {la:?}{lb:?}: {e}"));
+                        t.check(&p, &t.rung_config(&p, &r), Arch::Sm90a)
+                            .unwrap_or_else(|e| panic!("{r:?} {dtype} {la:?}{lb:?}: {e}"));
                     }
                 }
             }
         }
         let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
-        assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (128, 256, 4, false));
+        assert_eq!(
+            (tf.bm, tf.bn, tf.stages, tf.tma_store),
+            (128, 256, 4, false)
+        );
         // tf32 chooses between the two large tiles by the same model: 192 x 160 at 4000^2 (call
         // V: 368.7 vs 396.1 us), 128 x 256 at 4096^3 (call X: 386.5 vs 438.5) and 8192^3.
         let tf_pick = |m, n, k| {
@@ -892,7 +1113,12 @@ mod tests {
         assert_eq!(tf_pick(8192, 8192, 8192), (128, 256, 32, false));
         // Fewer than two waves of 128 x 256: the measured first rung (call AD: 192 x 160 was
         // slower at 512^3 and 256 x 8192^2 where the model said faster).
-        for (m, n, k) in [(512, 512, 512), (1024, 1024, 1024), (256, 8192, 8192), (64, 8192, 8192)] {
+        for (m, n, k) in [
+            (512, 512, 512),
+            (1024, 1024, 1024),
+            (256, 8192, 8192),
+            (64, 8192, 8192),
+        ] {
             assert_eq!(tf_pick(m, n, k), (128, 256, 32, false), "{m}x{n}x{k}");
         }
     }
@@ -901,21 +1127,43 @@ mod tests {
     fn tma_store_rules_are_checked_before_compiling() {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::nn(512, 520, 512, DType::Bf16);
-        let c = WgmmaConfig { tma_store: true, ..t.default_config(&p, Arch::Sm90a) };
+        let c = WgmmaConfig {
+            tma_store: true,
+            ..t.default_config(&p, Arch::Sm90a)
+        };
         t.check(&p, &c, Arch::Sm90a).unwrap();
-        let sk = WgmmaConfig { split_k: 2, cluster_m: 1, ..c.clone() };
-        assert!(t.check(&p, &sk, Arch::Sm90a).unwrap_err().reason.contains("split_k=2"));
+        let sk = WgmmaConfig {
+            split_k: 2,
+            cluster_m: 1,
+            ..c.clone()
+        };
+        assert!(t
+            .check(&p, &sk, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("split_k=2"));
         let mut odd = p;
         odd.ldc = 524; // 1048 bytes
-        assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("ldc=524"));
+        assert!(t
+            .check(&odd, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("ldc=524"));
         odd.ldc = 528;
         t.check(&odd, &c, Arch::Sm90a).unwrap();
         let mut b = GemmProblem::nn(64, 520, 64, DType::Bf16).batched(2);
         b.stride_c = 64 * 520 + 4; // 8-byte aligned only
-        assert!(t.check(&b, &c, Arch::Sm90a).unwrap_err().reason.contains("stride_c"));
+        assert!(t
+            .check(&b, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("stride_c"));
         let space = t.valid_space(&p, Arch::Sm90a);
         assert!(space.iter().any(|c| c.tma_store && c.pingpong));
-        assert!(space.iter().filter(|c| c.tma_store).all(|c| c.persistent && c.split_k == 1));
+        assert!(space
+            .iter()
+            .filter(|c| c.tma_store)
+            .all(|c| c.persistent && c.split_k == 1));
     }
 
     #[test]
@@ -928,23 +1176,51 @@ mod tests {
         let code = t.emit(&p, &c, Arch::Sm90a).unwrap().code;
         // The first k-block is peeled (scale-d 0), the loop starts at the second one, and the
         // packed outputs are stored twice: inside the peeled k-block and after the unit loop.
-        assert_eq!(code.matches("const int sc = 0;").count(), 1, "one peeled first k-block");
+        assert_eq!(
+            code.matches("const int sc = 0;").count(),
+            1,
+            "one peeled first k-block"
+        );
         assert!(code.contains("for (int kb = kb0 + 1; kb < kb1; ++kb)"));
-        assert_eq!(code.matches("if (it > 0)").count(), 2, "stores in the peeled k-block and after the loop");
-        assert_eq!(code.matches("= pack_out2(v);").count() as u32, c.acc_regs() / 2, "every accumulator pair packed once");
+        assert_eq!(
+            code.matches("if (it > 0)").count(),
+            2,
+            "stores in the peeled k-block and after the loop"
+        );
+        assert_eq!(
+            code.matches("= pack_out2(v);").count() as u32,
+            c.acc_regs() / 2,
+            "every accumulator pair packed once"
+        );
         assert_eq!(c.acc_regs(), 128);
-        assert!(code.contains("unsigned pk_0_0[64];"), "half the accumulator registers");
+        assert!(
+            code.contains("unsigned pk_0_0[64];"),
+            "half the accumulator registers"
+        );
         // The others keep the epilogue in place: f32 outputs (packing would not save a register),
         // ping-pong (its other consumer already hides the epilogue) and register stores.
         let mut f32_out = p;
         f32_out.epilogue.out_dtype = DType::F32;
-        let pp = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, pingpong: true, ..c.clone() };
-        let direct = WgmmaConfig { tma_store: false, ..c.clone() };
+        let pp = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            wgmma_n: 128,
+            pingpong: true,
+            ..c.clone()
+        };
+        let direct = WgmmaConfig {
+            tma_store: false,
+            ..c.clone()
+        };
         for (q, k) in [(&f32_out, &c), (&p, &pp), (&p, &direct)] {
             t.check(q, k, Arch::Sm90a).unwrap();
             assert!(!codegen::defers_epilogue(q, k));
             let code = t.emit(q, k, Arch::Sm90a).unwrap().code;
-            assert!(!code.contains("pk_0_0") && code.contains("const int sc = kb > kb0 ? 1 : 0;"), "{}", k.tag());
+            assert!(
+                !code.contains("pk_0_0") && code.contains("const int sc = kb > kb0 ? 1 : 0;"),
+                "{}",
+                k.tag()
+            );
         }
     }
 
@@ -958,17 +1234,30 @@ mod tests {
         assert_eq!(d.block, [384, 1, 1]);
         assert_eq!(d.dynamic_smem, 12 * 64 * 33 * 4);
         let small = GemmProblem::nn(64, 64, 64, DType::Tf32).batched(3);
-        let cl = WgmmaConfig { cluster_m: 2, ..c.clone() };
+        let cl = WgmmaConfig {
+            cluster_m: 2,
+            ..c.clone()
+        };
         let d = t.prepass_launch(&small, &cl).unwrap();
-        assert_eq!(d.grid, [2, 1, 3], "one block's worth of tiles, rounded to a cluster");
+        assert_eq!(
+            d.grid,
+            [2, 1, 3],
+            "one block's worth of tiles, rounded to a cluster"
+        );
         let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
         assert!(t.prepass_launch(&nt, &c).is_none());
         assert_eq!(WgmmaGemm::staging_bytes(&nt), 0);
         let src = t.emit(&nn, &c, Arch::Sm90a).unwrap();
-        assert!(src.code.contains("int prepass)") && src.code.contains("stage_operands(A, B, stage_a, stage_b"));
+        assert!(
+            src.code.contains("int prepass)")
+                && src.code.contains("stage_operands(A, B, stage_a, stage_b")
+        );
         assert!(src.code.contains("m64n256k8.f32.tf32.tf32") && !src.code.contains("k16"));
         let nt_src = t.emit(&nt, &c, Arch::Sm90a).unwrap();
-        assert!(!nt_src.code.contains("prepass"), "NT reads both operands in place");
+        assert!(
+            !nt_src.code.contains("prepass"),
+            "NT reads both operands in place"
+        );
     }
 
     #[test]
@@ -976,16 +1265,43 @@ mod tests {
         let t = WgmmaGemm::default();
         let p = GemmProblem::nn(256, 256, 256, DType::Bf16);
         let c = t.rung_config(&p, &DEFAULT_LADDER[0]);
-        assert!(t.check(&p, &c, Arch::Sm120).unwrap_err().reason.contains("sm_90a"));
-        assert!(t.check(&p, &c, Arch::Sm80).unwrap_err().reason.contains("sm_90a"));
+        assert!(t
+            .check(&p, &c, Arch::Sm120)
+            .unwrap_err()
+            .reason
+            .contains("sm_90a"));
+        assert!(t
+            .check(&p, &c, Arch::Sm80)
+            .unwrap_err()
+            .reason
+            .contains("sm_90a"));
         let f32p = GemmProblem::nn(256, 256, 256, DType::F32);
-        assert!(t.check(&f32p, &c, Arch::Sm90a).unwrap_err().reason.contains("dtype f32"));
+        assert!(t
+            .check(&f32p, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("dtype f32"));
         let odd = GemmProblem::new(256, 256, 1001, DType::F16, Layout::Row, Layout::Col);
-        assert!(t.check(&odd, &c, Arch::Sm90a).unwrap_err().reason.contains("lda=1001"));
-        let big = WgmmaConfig { stages: 5, ..c.clone() };
-        assert!(t.check(&p, &big, Arch::Sm90a).unwrap_err().reason.contains("shared memory"));
+        assert!(t
+            .check(&odd, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("lda=1001"));
+        let big = WgmmaConfig {
+            stages: 5,
+            ..c.clone()
+        };
+        assert!(t
+            .check(&p, &big, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("shared memory"));
         let fat = WgmmaConfig { bm: 256, ..c };
-        assert!(t.check(&p, &fat, Arch::Sm90a).unwrap_err().reason.contains("accumulators"));
+        assert!(t
+            .check(&p, &fat, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("accumulators"));
     }
 
     #[test]
@@ -994,13 +1310,22 @@ mod tests {
         let p = GemmProblem::new(4000, 4000, 4096, DType::Bf16, Layout::Row, Layout::Col);
         let valid = t.valid_space(&p, Arch::Sm90a);
         for (bm, bn) in [(128, 256), (128, 128), (64, 256), (64, 64), (256, 128)] {
-            assert!(valid.iter().any(|c| c.bm == bm && c.bn == bn), "{bm}x{bn} missing");
+            assert!(
+                valid.iter().any(|c| c.bm == bm && c.bn == bn),
+                "{bm}x{bn} missing"
+            );
         }
         assert!(valid.iter().any(|c| c.cluster_m == 2));
-        assert!(valid.iter().any(|c| c.pingpong && c.bm == 64 && c.bn == 256));
-        assert!(valid.iter().any(|c| c.pingpong && c.bm == 128 && c.bn == 128));
+        assert!(valid
+            .iter()
+            .any(|c| c.pingpong && c.bm == 64 && c.bn == 256));
+        assert!(valid
+            .iter()
+            .any(|c| c.pingpong && c.bm == 128 && c.bn == 128));
         assert!(valid.iter().any(|c| c.split_k == 4 && c.bm == 64));
-        assert!(valid.iter().all(|c| !c.pingpong || (c.consumers == 2 && c.persistent)));
+        assert!(valid
+            .iter()
+            .all(|c| !c.pingpong || (c.consumers == 2 && c.persistent)));
         assert!(t.space(&p, Arch::Sm120).is_empty());
     }
 
@@ -1008,11 +1333,18 @@ mod tests {
     fn launch_dims_cover_every_tile() {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::nn(4000, 4000, 4096, DType::Bf16).batched(2);
-        let c = WgmmaConfig { persistent: false, ..t.rung_config(&p, &DEFAULT_LADDER[0]) };
+        let c = WgmmaConfig {
+            persistent: false,
+            ..t.rung_config(&p, &DEFAULT_LADDER[0])
+        };
         let d = t.launch(&p, &c);
         assert_eq!(d.grid, [32 * 16, 1, 2]);
         assert_eq!(d.block, [384, 1, 1]);
-        let pc = WgmmaConfig { persistent: true, cluster_m: 2, ..c };
+        let pc = WgmmaConfig {
+            persistent: true,
+            cluster_m: 2,
+            ..c
+        };
         let d = t.launch(&p, &pc);
         assert_eq!(d.grid, [66, 1, 2]);
         assert_eq!(d.grid[0] % 2, 0, "grid is a whole number of clusters");
@@ -1023,22 +1355,71 @@ mod tests {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::new(64, 8192, 8192, DType::Bf16, Layout::Row, Layout::Col);
         let base = t.rung_config(&p, &DEFAULT_LADDER[0]);
-        let sk = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 6, split_k: 2, tma_store: false, ..base.clone() };
+        let sk = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            consumers: 1,
+            wgmma_n: 128,
+            stages: 6,
+            split_k: 2,
+            tma_store: false,
+            ..base.clone()
+        };
         t.check(&p, &sk, Arch::Sm90a).unwrap();
         assert_eq!(t.launch(&p, &sk).grid, [128, 1, 1], "64 tiles x 2 slices");
-        let deep = WgmmaConfig { split_k: 17, ..sk.clone() };
-        assert!(t.check(&p, &deep, Arch::Sm90a).unwrap_err().reason.contains("split_k=17"));
+        let deep = WgmmaConfig {
+            split_k: 17,
+            ..sk.clone()
+        };
+        assert!(t
+            .check(&p, &deep, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("split_k=17"));
         let short = GemmProblem::new(64, 8192, 128, DType::Bf16, Layout::Row, Layout::Col);
-        let four = WgmmaConfig { split_k: 4, ..sk.clone() };
-        assert!(t.check(&short, &four, Arch::Sm90a).unwrap_err().reason.contains("k-blocks"));
-        let pp = WgmmaConfig { bm: 64, bn: 256, consumers: 2, wgmma_n: 256, stages: 4, pingpong: true, ..base.clone() };
+        let four = WgmmaConfig {
+            split_k: 4,
+            ..sk.clone()
+        };
+        assert!(t
+            .check(&short, &four, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("k-blocks"));
+        let pp = WgmmaConfig {
+            bm: 64,
+            bn: 256,
+            consumers: 2,
+            wgmma_n: 256,
+            stages: 4,
+            pingpong: true,
+            ..base.clone()
+        };
         t.check(&p, &pp, Arch::Sm90a).unwrap();
-        let pp1 = WgmmaConfig { consumers: 1, ..pp.clone() };
-        assert!(t.check(&p, &pp1, Arch::Sm90a).unwrap_err().reason.contains("pingpong"));
-        let ppn = WgmmaConfig { persistent: false, ..pp.clone() };
-        assert!(t.check(&p, &ppn, Arch::Sm90a).unwrap_err().reason.contains("persistent"));
+        let pp1 = WgmmaConfig {
+            consumers: 1,
+            ..pp.clone()
+        };
+        assert!(t
+            .check(&p, &pp1, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("pingpong"));
+        let ppn = WgmmaConfig {
+            persistent: false,
+            ..pp.clone()
+        };
+        assert!(t
+            .check(&p, &ppn, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("persistent"));
         let ppfat = WgmmaConfig { bm: 128, ..pp };
-        assert!(t.check(&p, &ppfat, Arch::Sm90a).unwrap_err().reason.contains("accumulators"));
+        assert!(t
+            .check(&p, &ppfat, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("accumulators"));
     }
 
     #[test]
@@ -1046,36 +1427,107 @@ mod tests {
         let t = WgmmaGemm::new(132);
         let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
         let base = t.rung_config(&p, &DEFAULT_LADDER[0]);
-        let ck = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, stages: 4, persistent: false, tma_store: false, cluster_k: 2, ..base.clone() };
+        let ck = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            wgmma_n: 128,
+            stages: 4,
+            persistent: false,
+            tma_store: false,
+            cluster_k: 2,
+            ..base.clone()
+        };
         t.check(&p, &ck, Arch::Sm90a).unwrap();
         // 64 tiles, two CTAs each; persistent: at most 66 pairs on 132 SMs.
         assert_eq!(t.launch(&p, &ck).grid, [128, 1, 1]);
         let wide = GemmProblem::nn(4096, 4096, 1024, DType::Bf16);
-        assert_eq!(t.launch(&wide, &WgmmaConfig { persistent: true, ..ck.clone() }).grid, [132, 1, 1]);
+        assert_eq!(
+            t.launch(
+                &wide,
+                &WgmmaConfig {
+                    persistent: true,
+                    ..ck.clone()
+                }
+            )
+            .grid,
+            [132, 1, 1]
+        );
         for (bad, word) in [
-            (WgmmaConfig { cluster_k: 3, ..ck.clone() }, "cluster_k=3"),
-            (WgmmaConfig { consumers: 1, ..ck.clone() }, "consumers=2"),
-            (WgmmaConfig { cluster_m: 2, ..ck.clone() }, "cluster_m=1"),
-            (WgmmaConfig { split_k: 2, ..ck.clone() }, "split_k=1"),
-            (WgmmaConfig { pingpong: true, persistent: true, ..ck.clone() }, "pingpong"),
+            (
+                WgmmaConfig {
+                    cluster_k: 3,
+                    ..ck.clone()
+                },
+                "cluster_k=3",
+            ),
+            (
+                WgmmaConfig {
+                    consumers: 1,
+                    ..ck.clone()
+                },
+                "consumers=2",
+            ),
+            (
+                WgmmaConfig {
+                    cluster_m: 2,
+                    ..ck.clone()
+                },
+                "cluster_m=1",
+            ),
+            (
+                WgmmaConfig {
+                    split_k: 2,
+                    ..ck.clone()
+                },
+                "split_k=1",
+            ),
+            (
+                WgmmaConfig {
+                    pingpong: true,
+                    persistent: true,
+                    ..ck.clone()
+                },
+                "pingpong",
+            ),
         ] {
             let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
             assert!(e.reason.contains(word), "{word}: {}", e.reason);
         }
         // Each CTA of the pair needs a k-block.
         let one_kblock = GemmProblem::nn(1024, 1024, 64, DType::Bf16);
-        assert!(t.check(&one_kblock, &ck, Arch::Sm90a).unwrap_err().reason.contains("cluster_k=2 exceeds the 1 k-blocks"));
+        assert!(t
+            .check(&one_kblock, &ck, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("cluster_k=2 exceeds the 1 k-blocks"));
         // The reduction buffer (one consumer's 64 accumulators x 128 threads) no longer fits
         // beside 6 stages and the TMA-store boxes.
-        let fat = WgmmaConfig { stages: 6, tma_store: true, persistent: true, ..ck.clone() };
-        assert!(t.check(&p, &fat, Arch::Sm90a).unwrap_err().reason.contains("shared memory"));
+        let fat = WgmmaConfig {
+            stages: 6,
+            tma_store: true,
+            persistent: true,
+            ..ck.clone()
+        };
+        assert!(t
+            .check(&p, &fat, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("shared memory"));
         // Slower where measured (call AQ): only the experimental template offers them.
         assert!(!t.space(&p, Arch::Sm90a).iter().any(|c| c.cluster_k > 1));
-        let x = WgmmaGemm { experimental: true, ..t };
+        let x = WgmmaGemm {
+            experimental: true,
+            ..t
+        };
         let valid = x.valid_space(&p, Arch::Sm90a);
-        assert!(valid.iter().any(|c| c.cluster_k == 2 && c.tma_store && c.bm == 128 && c.bn == 128));
+        assert!(valid
+            .iter()
+            .any(|c| c.cluster_k == 2 && c.tma_store && c.bm == 128 && c.bn == 128));
         assert!(valid.iter().any(|c| c.cluster_k == 2 && c.split_n));
-        assert_eq!(x.space(&p, Arch::Sm90a).len(), t.space(&p, Arch::Sm90a).len() + x.experimental_space(&p, Arch::Sm90a).len());
+        assert_eq!(
+            x.space(&p, Arch::Sm90a).len(),
+            t.space(&p, Arch::Sm90a).len() + x.experimental_space(&p, Arch::Sm90a).len()
+        );
         assert!(x.space(&p, Arch::Sm90).is_empty());
     }
 
@@ -1087,12 +1539,18 @@ mod tests {
         p.epilogue.activation = Activation::GeluErf;
         p.epilogue.out_dtype = DType::F32;
         let c = t.rung_config(&p, &DEFAULT_LADDER[0]);
-        assert_eq!(t.entry_name(&p, &c), "rtx_wgmma_f16_rc_128x256x64_c2_n256_s4_cl1_g8_ts_bias_geluerf_of32");
+        assert_eq!(
+            t.entry_name(&p, &c),
+            "rtx_wgmma_f16_rc_128x256x64_c2_n256_s4_cl1_g8_ts_bias_geluerf_of32"
+        );
         // C with a pitch the TMA store cannot take: the default stores directly.
         p.ldc = 66;
         let direct = t.rung_config(&p, &DEFAULT_LADDER[0]);
         assert!(!direct.tma_store);
         t.check(&p, &direct, Arch::Sm90a).unwrap();
-        assert!(!t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a).tma_store);
+        assert!(
+            !t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a)
+                .tma_store
+        );
     }
 }

@@ -105,17 +105,12 @@ pub fn enqueue_rows(
             cols,
             reason: e.what,
         })?;
-        if let (RowStrategy::Registers { .. }, Some(cap)) =
-            (config.strategy, config.capacity())
-        {
+        if let (RowStrategy::Registers { .. }, Some(cap)) = (config.strategy, config.capacity()) {
             if cols as u64 > cap {
                 return Err(LaunchError::Shape {
                     rows,
                     cols,
-                    reason: format!(
-                        "longer than the register capacity {cap} of {:?}",
-                        config
-                    ),
+                    reason: format!("longer than the register capacity {cap} of {:?}", config),
                 });
             }
         }

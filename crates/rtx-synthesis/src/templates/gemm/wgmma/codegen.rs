@@ -19,8 +19,13 @@
 //! launch with `prepass != 0` only transposes the operands into the staging buffer.
 
 use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS, WARPGROUP};
-use super::layout::{a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset, k16_slices, TmaBox};
-use super::ptx::{descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, CLUSTER_K_HELPERS, DEVICE_HELPERS};
+use super::layout::{
+    a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset,
+    k16_slices, TmaBox,
+};
+use super::ptx::{
+    descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, CLUSTER_K_HELPERS, DEVICE_HELPERS,
+};
 use super::staging::{emit_prepass_fns, staging};
 use super::tma::{a_is_k_major, b_is_k_major, epi_box_cols};
 use crate::templates::codegen::CudaWriter;
@@ -32,19 +37,39 @@ fn activation_body(act: Activation) -> &'static str {
     match act {
         Activation::None => "return v;",
         Activation::Relu => "return fmaxf(v, 0.0f);",
-        Activation::GeluTanh => "return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));",
+        Activation::GeluTanh => {
+            "return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));"
+        }
         Activation::GeluErf => "return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));",
         Activation::Silu => "return v / (1.0f + __expf(-v));",
     }
 }
 
 /// Conversions between the output type and float: (to float, pair to float2, from float, float2 to pair, pair type).
-fn out_conversions(out: DType) -> (&'static str, &'static str, &'static str, &'static str, &'static str) {
+fn out_conversions(
+    out: DType,
+) -> (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+) {
     match out {
-        DType::Bf16 => {
-            ("__bfloat162float(x)", "__bfloat1622float2(x)", "__float2bfloat16_rn(v)", "__floats2bfloat162_rn(v.x, v.y)", "__nv_bfloat162")
-        }
-        DType::F16 => ("__half2float(x)", "__half22float2(x)", "__float2half_rn(v)", "__floats2half2_rn(v.x, v.y)", "__half2"),
+        DType::Bf16 => (
+            "__bfloat162float(x)",
+            "__bfloat1622float2(x)",
+            "__float2bfloat16_rn(v)",
+            "__floats2bfloat162_rn(v.x, v.y)",
+            "__nv_bfloat162",
+        ),
+        DType::F16 => (
+            "__half2float(x)",
+            "__half22float2(x)",
+            "__float2half_rn(v)",
+            "__floats2half2_rn(v.x, v.y)",
+            "__half2",
+        ),
         DType::F32 | DType::Tf32 => ("x", "x", "v", "v", "float2"),
     }
 }
@@ -134,7 +159,9 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     let osz = p.epilogue.out_dtype.size_bytes() as u32;
     let span = c.epi_span_bytes();
     let cols = epi_box_cols(p, c);
-    w.comment(format!("TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."));
+    w.comment(format!(
+        "TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."
+    ));
     emit_part_origin(w, "trow", "tcol");
     emit_epi_lane_consts(w, p, c);
     emit_store_boxes(w, p, c, "trow", "tcol", |w, mi, cb| {
@@ -151,7 +178,14 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
 /// by its store of two boxes ago, `fill(w, mi, cb)` writes its fragments there, the writes are
 /// fenced toward the async proxy, and lane 0 stores the warp's 16 rows at (`row`, `col`) + the
 /// box's offset.
-fn emit_store_boxes(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, row: &str, col: &str, mut fill: impl FnMut(&mut CudaWriter, u32, u32)) {
+fn emit_store_boxes(
+    w: &mut CudaWriter,
+    p: &GemmProblem,
+    c: &WgmmaConfig,
+    row: &str,
+    col: &str,
+    mut fill: impl FnMut(&mut CudaWriter, u32, u32),
+) {
     let span = c.epi_span_bytes();
     let cols = epi_box_cols(p, c);
     for mi in 0..c.m_iters() {
@@ -177,9 +211,17 @@ fn emit_store_boxes(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, row: &
 
 /// The `stmatrix.x4` steps of box `cb` (boxes of `cols` columns): `(ni, j, c8)` for every pair of
 /// 8-column steps `j`, `j + 1` of wgmma `ni` whose columns `c8..` fall in the box.
-fn stmatrix_steps(c: &WgmmaConfig, cols: u32, cb: u32) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+fn stmatrix_steps(
+    c: &WgmmaConfig,
+    cols: u32,
+    cb: u32,
+) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
     (0..c.n_iters())
-        .flat_map(move |ni| (0..c.wgmma_n / 8).step_by(2).map(move |j| (ni, j, ni * c.wgmma_n + j * 8)))
+        .flat_map(move |ni| {
+            (0..c.wgmma_n / 8)
+                .step_by(2)
+                .map(move |j| (ni, j, ni * c.wgmma_n + j * 8))
+        })
         .filter(move |&(_, _, c8)| c8 / cols == cb)
 }
 
@@ -187,10 +229,20 @@ fn stmatrix_steps(c: &WgmmaConfig, cols: u32, cb: u32) -> impl Iterator<Item = (
 /// TMA-store epilogue. When the epilogue reads nothing (no beta * C, bias or residual) the value
 /// is `act(alpha * acc)` with no bounds checks: elements past M or N are computed but the copy
 /// engine clips them from the store, so the per-pair row / column tests are dropped.
-fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: &str, a0: &str, a1: &str) {
+fn emit_epi_value(
+    w: &mut CudaWriter,
+    p: &GemmProblem,
+    v: &str,
+    row: &str,
+    col: &str,
+    a0: &str,
+    a1: &str,
+) {
     let e = &p.epilogue;
     if e.beta == 0.0 && !e.bias && !e.residual {
-        w.line(format!("const float2 {v} = make_float2(activation(alpha * {a0}), activation(alpha * {a1}));"));
+        w.line(format!(
+            "const float2 {v} = make_float2(activation(alpha * {a0}), activation(alpha * {a1}));"
+        ));
         return;
     }
     w.line(format!("const int row_{v} = {row};"));
@@ -203,21 +255,44 @@ fn emit_epi_value(w: &mut CudaWriter, p: &GemmProblem, v: &str, row: &str, col: 
 /// The accumulator pair of 8-column step `j`, row half `h` of wgmma (`mi`, `ni`): registers
 /// `4 j + 2 h` and `4 j + 2 h + 1` of its fragment.
 fn acc_pair(mi: u32, ni: u32, j: u32, h: u32) -> (String, String) {
-    (format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h), format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1))
+    (
+        format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h),
+        format!("{}[{}]", acc_name(mi, ni), 4 * j + 2 * h + 1),
+    )
 }
 
 /// `const float2 {v}` = the epilogue of the lane's accumulator pair (`mi`, `ni`, step `j`, row
 /// half `h`) at its place in the unit at (`trow`, `tcol`) (see [`emit_epi_value`]).
 #[allow(clippy::too_many_arguments)]
-fn emit_pair_value(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, v: &str, mi: u32, ni: u32, j: u32, h: u32) {
+fn emit_pair_value(
+    w: &mut CudaWriter,
+    p: &GemmProblem,
+    c: &WgmmaConfig,
+    v: &str,
+    mi: u32,
+    ni: u32,
+    j: u32,
+    h: u32,
+) {
     let (a0, a1) = acc_pair(mi, ni, j, h);
-    let (row, col) = (format!("trow + {} + r_lo + {}", mi * 64, h * 8), format!("tcol + {} + cpair", ni * c.wgmma_n + j * 8));
+    let (row, col) = (
+        format!("trow + {} + r_lo + {}", mi * 64, h * 8),
+        format!("tcol + {} + cpair", ni * c.wgmma_n + j * 8),
+    );
     emit_epi_value(w, p, v, &row, &col, &a0, &a1);
 }
 
 /// The 32-bit-output body of one epilogue box: each lane's accumulator pairs, one
 /// `st.shared.v2.f32` each, at the swizzled chunk (see [`epi_row_xor`]).
-fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32, osz: u32) {
+fn emit_st_box_pairs(
+    w: &mut CudaWriter,
+    p: &GemmProblem,
+    c: &WgmmaConfig,
+    mi: u32,
+    cb: u32,
+    cols: u32,
+    osz: u32,
+) {
     let span = c.epi_span_bytes();
     for ni in 0..c.n_iters() {
         for j in 0..c.wgmma_n / 8 {
@@ -229,8 +304,19 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
                 w.open("");
                 w.line(format!("const int r = r_lo + {};", h * 8));
                 let (a0, a1) = acc_pair(mi, ni, j, h);
-                emit_epi_value(w, p, "v", &format!("trow + {} + r", mi * 64), &format!("tcol + {c8} + cpair"), &a0, &a1);
-                w.line(format!("const unsigned byte = (unsigned)({} + cpair) * {osz}u;", c8 % cols));
+                emit_epi_value(
+                    w,
+                    p,
+                    "v",
+                    &format!("trow + {} + r", mi * 64),
+                    &format!("tcol + {c8} + cpair"),
+                    &a0,
+                    &a1,
+                );
+                w.line(format!(
+                    "const unsigned byte = (unsigned)({} + cpair) * {osz}u;",
+                    c8 % cols
+                ));
                 w.line(format!("st_box(box + (unsigned)r * {span}u + ((((byte >> 4) ^ {})) << 4) + (byte & 15u), v);", epi_row_xor(span, "r")));
                 w.close("");
             }
@@ -242,7 +328,14 @@ fn emit_st_box_pairs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
 /// lane's four accumulator pairs (rows `r_lo`, `r_lo + 8`; steps `j`, `j + 1`) goes out in one
 /// `stmatrix.x4` (four 8x8 matrices; matrix `i` = step `j + i / 2`, row half `i % 2`), whose
 /// 16-byte rows land at the swizzled chunk (see [`epi_row_xor`]) as the copy engine expects.
-fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u32, cb: u32, cols: u32) {
+fn emit_stmatrix_box(
+    w: &mut CudaWriter,
+    p: &GemmProblem,
+    c: &WgmmaConfig,
+    mi: u32,
+    cb: u32,
+    cols: u32,
+) {
     for (ni, j, c8) in stmatrix_steps(c, cols, cb) {
         w.open("");
         let mut packed = Vec::new();
@@ -253,7 +346,11 @@ fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
                 packed.push(format!("pack_out2({v})"));
             }
         }
-        w.line(format!("stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {});", (c8 % cols) / 8, packed.join(", ")));
+        w.line(format!(
+            "stmatrix_x4(box + st_row + ((({}u + st_j) ^ st_x) << 4), {});",
+            (c8 % cols) / 8,
+            packed.join(", ")
+        ));
         w.close("");
     }
 }
@@ -266,7 +363,11 @@ fn emit_stmatrix_box(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, mi: u
 /// so the tensor pipe no longer idles for the stores between tiles. The last unit stores after the
 /// loop.
 pub(crate) fn defers_epilogue(p: &GemmProblem, c: &WgmmaConfig) -> bool {
-    c.tma_store && !c.pingpong && c.split_k == 1 && c.cluster_k == 1 && p.epilogue.out_dtype.size_bytes() == 2
+    c.tma_store
+        && !c.pingpong
+        && c.split_k == 1
+        && c.cluster_k == 1
+        && p.epilogue.out_dtype.size_bytes() == 2
 }
 
 fn packed_name(mi: u32, ni: u32) -> String {
@@ -283,7 +384,11 @@ fn emit_pack_outputs(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
                 for h in 0..2u32 {
                     w.open("");
                     emit_pair_value(w, p, c, "v", mi, ni, j, h);
-                    w.line(format!("{}[{}] = pack_out2(v);", packed_name(mi, ni), 2 * j + h));
+                    w.line(format!(
+                        "{}[{}] = pack_out2(v);",
+                        packed_name(mi, ni),
+                        2 * j + h
+                    ));
                     w.close("");
                 }
             }
@@ -317,11 +422,22 @@ fn emit_epilogue_fns(w: &mut CudaWriter, p: &GemmProblem) {
     w.constant("bool", "EPI_BIAS", e.bias);
     w.constant("bool", "EPI_RESIDUAL", e.residual);
     w.line(format!("typedef {pair} TOut2;"));
-    w.line(format!("__device__ __forceinline__ float out_to_f(TOut x) {{ return {to_f}; }}"));
-    w.line(format!("__device__ __forceinline__ float2 out2_to_f2(TOut2 x) {{ return {to_f2}; }}"));
-    w.line(format!("__device__ __forceinline__ TOut f_to_out(float v) {{ return {from_f}; }}"));
-    w.line(format!("__device__ __forceinline__ TOut2 f2_to_out2(float2 v) {{ return {from_f2}; }}"));
-    w.line(format!("__device__ __forceinline__ float activation(float v) {{ {} }}", activation_body(e.activation)));
+    w.line(format!(
+        "__device__ __forceinline__ float out_to_f(TOut x) {{ return {to_f}; }}"
+    ));
+    w.line(format!(
+        "__device__ __forceinline__ float2 out2_to_f2(TOut2 x) {{ return {to_f2}; }}"
+    ));
+    w.line(format!(
+        "__device__ __forceinline__ TOut f_to_out(float v) {{ return {from_f}; }}"
+    ));
+    w.line(format!(
+        "__device__ __forceinline__ TOut2 f2_to_out2(float2 v) {{ return {from_f2}; }}"
+    ));
+    w.line(format!(
+        "__device__ __forceinline__ float activation(float v) {{ {} }}",
+        activation_body(e.activation)
+    ));
     w.lines(
         r#"// out = act(alpha * acc + beta * C + bias[col]) + residual, for one element.
 __device__ __forceinline__ float epi1(float acc, const TOut* Cb, const TOut* bias, const TOut* Rb,
@@ -415,7 +531,10 @@ __device__ __forceinline__ void unit_coords(int u, int tiles_m, int tiles_n, int
 
 fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line(format!("typedef {} TIn;", p.dtype.cuda_type()));
-    w.line(format!("typedef {} TOut;", p.epilogue.out_dtype.cuda_type()));
+    w.line(format!(
+        "typedef {} TOut;",
+        p.epilogue.out_dtype.cuda_type()
+    ));
     w.constant("int", "BM", c.bm);
     w.constant("int", "BN", c.bn);
     w.constant("int", "BK", c.bk);
@@ -427,7 +546,11 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("int", "WARPS_PER_TILE", c.warps_per_tile());
     w.constant("int", "ACC_REGS", c.acc_regs());
     // Where consumer cwu's part of the tile starts: rows (row split) or columns (split_n).
-    let (row_step, col_step) = if c.split_n { (0, c.cols_per_consumer()) } else { (c.rows_per_consumer(), 0) };
+    let (row_step, col_step) = if c.split_n {
+        (0, c.cols_per_consumer())
+    } else {
+        (c.rows_per_consumer(), 0)
+    };
     w.constant("int", "CONSUMER_ROW_STEP", row_step);
     w.constant("int", "CONSUMER_COL_STEP", col_step);
     w.constant("int", "CLUSTER_M", c.cluster_m);
@@ -438,8 +561,16 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("unsigned", "STAGE_BYTES", c.stage_bytes());
     w.constant("unsigned", "BAR_OFFSET", c.barrier_offset());
     let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
-    w.constant("unsigned long long", "DESC_A", format!("0x{:016x}ull", descriptor_bits(ak)));
-    w.constant("unsigned long long", "DESC_B", format!("0x{:016x}ull", descriptor_bits(bk)));
+    w.constant(
+        "unsigned long long",
+        "DESC_A",
+        format!("0x{:016x}ull", descriptor_bits(ak)),
+    );
+    w.constant(
+        "unsigned long long",
+        "DESC_B",
+        format!("0x{:016x}ull", descriptor_bits(bk)),
+    );
     w.constant("unsigned", "A_CONSUMER_OFFSET", a_consumer_offset(c));
     w.constant("unsigned", "B_CONSUMER_OFFSET", b_consumer_offset(c));
     if c.tma_store {
@@ -465,7 +596,9 @@ fn box_coords(b: &TmaBox, k_major: bool, mn0: &str) -> String {
 /// Producer body: one thread streams A and B slabs into the ring.
 fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let cl = c.cluster_m;
-    w.line(format!("asm volatile(\"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\");"));
+    w.line(format!(
+        "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\");"
+    ));
     w.open("if (wtid == 0)");
     w.line("const int bA = stride_a != 0 ? batch : 0;");
     w.line("const int bB = stride_b != 0 ? batch : 0;");
@@ -494,9 +627,18 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             w.line(format!("const bool lb{r}_{j} = n0 + {} < N;", x.mn));
         }
     }
-    let mut terms: Vec<String> = a.iter().enumerate().map(|(j, x)| format!("(la{j} ? {}u : 0u)", x.bytes)).collect();
+    let mut terms: Vec<String> = a
+        .iter()
+        .enumerate()
+        .map(|(j, x)| format!("(la{j} ? {}u : 0u)", x.bytes))
+        .collect();
     for (r, boxes) in b.iter().enumerate() {
-        terms.extend(boxes.iter().enumerate().map(|(j, x)| format!("(lb{r}_{j} ? {}u : 0u)", x.bytes)));
+        terms.extend(
+            boxes
+                .iter()
+                .enumerate()
+                .map(|(j, x)| format!("(lb{r}_{j} ? {}u : 0u)", x.bytes)),
+        );
     }
     w.line(format!("const unsigned tx = {};", terms.join(" + ")));
     w.open("for (int kb = kb0; kb < kb1; ++kb)");
@@ -508,12 +650,19 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const int k0 = kb * BK;");
     w.line("mbar_expect_tx(full, tx);");
     for (j, x) in a.iter().enumerate() {
-        w.line(format!("if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);", x.smem_offset, box_coords(x, ak, "m0")));
+        w.line(format!(
+            "if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);",
+            x.smem_offset,
+            box_coords(x, ak, "m0")
+        ));
     }
     let mask = (1u32 << cl) - 1;
     for (r, boxes) in b.iter().enumerate() {
         if cl > 1 {
-            w.open(format!("{}if (rank == {r})", if r > 0 { "else " } else { "" }));
+            w.open(format!(
+                "{}if (rank == {r})",
+                if r > 0 { "else " } else { "" }
+            ));
         }
         for (j, x) in boxes.iter().enumerate() {
             let coords = box_coords(x, bk, "n0");
@@ -523,7 +672,10 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
                     x.smem_offset
                 ));
             } else {
-                w.line(format!("if (lb{r}_{j}) tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);", x.smem_offset));
+                w.line(format!(
+                    "if (lb{r}_{j}) tma_load_3d(sb + {}u, &tmB, full, {coords}, bB);",
+                    x.smem_offset
+                ));
             }
         }
         if cl > 1 {
@@ -540,7 +692,9 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
 /// parameters each unit (shadowing the block-level ones) instead of being held in registers
 /// across it; the 40-register producer and the fix-up need them.
 fn emit_lean_unit_loop(w: &mut CudaWriter, extra_step: &str) {
-    w.open(format!("for (int u = cluster_id;; u += clusters_now(){extra_step})"));
+    w.open(format!(
+        "for (int u = cluster_id;; u += clusters_now(){extra_step})"
+    ));
     w.line("int tiles_mc, tiles_n, kblocks;");
     w.line("sched_dims(M, N, K, tiles_mc, tiles_n, kblocks);");
     w.line("if (u >= tiles_mc * tiles_n * SPLIT_K) break;");
@@ -562,16 +716,30 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
     for kk in 0..k16_slices() {
         w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
         // The first slice of a tile overwrites the accumulators (scale-d = 0).
-        w.line(if kk == 0 { format!("const int sc = {first_scale};") } else { "const int sc = 1;".to_string() });
+        w.line(if kk == 0 {
+            format!("const int sc = {first_scale};")
+        } else {
+            "const int sc = 1;".to_string()
+        });
         for mi in 0..c.m_iters() {
-            w.line(format!("const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);", a_desc_offset(ak, mi, kk)));
+            w.line(format!(
+                "const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);",
+                a_desc_offset(ak, mi, kk)
+            ));
         }
         for ni in 0..c.n_iters() {
-            w.line(format!("const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);", b_desc_offset(c, bk, ni, kk)));
+            w.line(format!(
+                "const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);",
+                b_desc_offset(c, bk, ni, kk)
+            ));
         }
         for mi in 0..c.m_iters() {
             for ni in 0..c.n_iters() {
-                w.line(format!("{}({}, da{mi}, db{ni}, sc);", wgmma_fn_name(c.wgmma_n, p.dtype), acc_name(mi, ni)));
+                w.line(format!(
+                    "{}({}, da{mi}, db{ni}, sc);",
+                    wgmma_fn_name(c.wgmma_n, p.dtype),
+                    acc_name(mi, ni)
+                ));
             }
         }
         w.close("");
@@ -581,8 +749,12 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
 
 /// `const int {row}, {col}`: where this consumer's part of the current unit's tile starts in C.
 fn emit_part_origin(w: &mut CudaWriter, row: &str, col: &str) {
-    w.line(format!("const int {row} = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;"));
-    w.line(format!("const int {col} = tn * BN + cwu * CONSUMER_COL_STEP;"));
+    w.line(format!(
+        "const int {row} = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;"
+    ));
+    w.line(format!(
+        "const int {col} = tn * BN + cwu * CONSUMER_COL_STEP;"
+    ));
 }
 
 /// The lane constants of a TMA-store epilogue: the lane's first fragment row and column pair,
@@ -600,14 +772,20 @@ fn emit_stmatrix_lane_consts(w: &mut CudaWriter, span: u32) {
     w.comment("stmatrix: lane l addresses row l % 8 of matrix l / 8 = (8-column step l / 16, row half (l / 8) % 2).");
     w.line("const int st_r = warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7);");
     w.line(format!("const unsigned st_row = (unsigned)st_r * {span}u;"));
-    w.line(format!("const unsigned st_x = {};", epi_row_xor(span, "st_r")));
+    w.line(format!(
+        "const unsigned st_x = {};",
+        epi_row_xor(span, "st_r")
+    ));
     w.line("const unsigned st_j = (unsigned)(lane >> 4);");
 }
 
 /// Consumer body: wgmma over the ring, release stages, fused epilogue.
 fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let regs = c.wgmma_n / 2;
-    w.line(format!("asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");", c.consumer_regs()));
+    w.line(format!(
+        "asm volatile(\"setmaxnreg.inc.sync.aligned.u32 {};\");",
+        c.consumer_regs()
+    ));
     w.line("const int cw = wg - 1;");
     w.comment("Consumer index within its work unit (ping-pong: each consumer owns whole units).");
     w.line("const int cwu = PINGPONG ? 0 : cw;");
@@ -617,14 +795,19 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         for ni in 0..c.n_iters() {
             w.line(format!("float {}[{regs}];", acc_name(mi, ni)));
             w.line("#pragma unroll");
-            w.line(format!("for (int i = 0; i < {regs}; ++i) {}[i] = 0.0f;", acc_name(mi, ni)));
+            w.line(format!(
+                "for (int i = 0; i < {regs}; ++i) {}[i] = 0.0f;",
+                acc_name(mi, ni)
+            ));
         }
     }
     if c.split_k == 1 {
         w.line("TOut* Cb = C + (long long)batch * stride_c;");
         w.line("const TOut* Rb = EPI_RESIDUAL ? residual + (long long)batch * stride_c : nullptr;");
     }
-    w.comment("Paired (2-element) epilogue accesses need even ldc / batch stride and aligned pointers.");
+    w.comment(
+        "Paired (2-element) epilogue accesses need even ldc / batch stride and aligned pointers.",
+    );
     w.line("unsigned long long ptr_bits = reinterpret_cast<unsigned long long>(C);");
     w.line("if (EPI_BIAS) ptr_bits |= reinterpret_cast<unsigned long long>(bias);");
     w.line("if (EPI_RESIDUAL) ptr_bits |= reinterpret_cast<unsigned long long>(residual);");
@@ -636,7 +819,10 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     let defer = defers_epilogue(p, c);
     if defer {
-        w.comment(format!("TMA-store epilogue: boxes of 64 rows x {} bytes through two swizzled staging buffers,", c.epi_span_bytes()));
+        w.comment(format!(
+            "TMA-store epilogue: boxes of 64 rows x {} bytes through two swizzled staging buffers,",
+            c.epi_span_bytes()
+        ));
         w.comment("deferred: a unit's packed outputs wait in pk_* (its tile origin in erow / ecol) until the");
         w.comment("next unit's first wgmmas are issued, or the loop ends.");
         emit_epi_lane_consts(w, p, c);
@@ -671,12 +857,16 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.close("");
         w.comment("Order: start waiting on this unit's stages only after the other consumer has waited on all of");
         w.comment("the previous unit's, so no full barrier is more than one phase behind what we wait for (the");
-        w.comment("parity wait cannot tell phase k from k + 2). Named barriers 1 / 2, 256 threads each.");
+        w.comment(
+            "parity wait cannot tell phase k from k + 2). Named barriers 1 / 2, 256 threads each.",
+        );
         w.line("if (it > 0) named_bar_sync(1 + cw, 256);");
     }
     w.line("int prev = 0;");
     if defer {
-        w.open("/* the unit's first k-block, then the previous unit's stores while its wgmmas run */");
+        w.open(
+            "/* the unit's first k-block, then the previous unit's stores while its wgmmas run */",
+        );
         emit_kblock_wgmmas(w, p, c, "0");
         w.open("if (it > 0)");
         emit_packed_stores(w, p, c);
@@ -686,14 +876,18 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.close("");
         w.open("for (int kb = kb0 + 1; kb < kb1; ++kb)");
         emit_kblock_wgmmas(w, p, c, "1");
-        w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
+        w.comment(
+            "The previous k-block's wgmmas are done: hand its stage back to the producer(s).",
+        );
         w.line("wgmma_wait<1>();");
         emit_release(w, c, "prev");
     } else {
         w.open("for (int kb = kb0; kb < kb1; ++kb)");
         emit_kblock_wgmmas(w, p, c, "kb > kb0 ? 1 : 0");
         w.open("if (kb > kb0)");
-        w.comment("The previous k-block's wgmmas are done: hand its stage back to the producer(s).");
+        w.comment(
+            "The previous k-block's wgmmas are done: hand its stage back to the producer(s).",
+        );
         w.line("wgmma_wait<1>();");
         emit_release(w, c, "prev");
         w.close("");
@@ -702,17 +896,30 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("if (++s == STAGES) { s = 0; ph ^= 1; }");
     w.close(""); // kb
     if c.pingpong {
-        let units = if c.split_k > 1 { "tiles_mc * tiles_n * SPLIT_K" } else { "num_units" };
-        let step = if c.split_k > 1 { "clusters_now()" } else { "num_clusters" };
+        let units = if c.split_k > 1 {
+            "tiles_mc * tiles_n * SPLIT_K"
+        } else {
+            "num_units"
+        };
+        let step = if c.split_k > 1 {
+            "clusters_now()"
+        } else {
+            "num_clusters"
+        };
         w.comment("Hand the ring to the other consumer (only if it has a next unit to wait in).");
-        w.line(format!("if (u + {step} < {units}) named_bar_arrive(2 - cw, 256);"));
+        w.line(format!(
+            "if (u + {step} < {units}) named_bar_arrive(2 - cw, 256);"
+        ));
     }
     w.comment("Every unit has at least one k-block: check() keeps split_k <= k-blocks.");
     w.line("wgmma_wait<0>();");
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
             w.line("#pragma unroll");
-            w.line(format!("for (int i = 0; i < {regs}; ++i) fence_operand({}[i]);", acc_name(mi, ni)));
+            w.line(format!(
+                "for (int i = 0; i < {regs}; ++i) fence_operand({}[i]);",
+                acc_name(mi, ni)
+            ));
         }
     }
     emit_release(w, c, "prev");
@@ -747,16 +954,26 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         return;
     }
     w.comment("Epilogue straight from the fragments: a consumer whose whole part of the tile lies inside C");
-    w.comment("(and may store pairs) stores without per-pair bounds tests; edge parts test every pair.");
-    w.comment("(Split-K kernels keep only the tested path: beside the fix-up a second copy spills.)");
+    w.comment(
+        "(and may store pairs) stores without per-pair bounds tests; edge parts test every pair.",
+    );
+    w.comment(
+        "(Split-K kernels keep only the tested path: beside the fix-up a second copy spills.)",
+    );
     emit_part_origin(w, "part_row", "part_col");
     w.line("const int row0 = part_row + warp * 16 + (lane >> 2);");
     w.line("const int col0 = part_col + (lane & 3) * 2;");
-    let checked = |a: &str| format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);");
+    let checked = |a: &str| {
+        format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);")
+    };
     if c.split_k > 1 {
         emit_direct_store_loops(w, c, checked);
     } else {
-        w.open(format!("if (vec && part_row + {} <= M && part_col + {} <= N)", c.rows_per_consumer(), c.cols_per_consumer()));
+        w.open(format!(
+            "if (vec && part_row + {} <= M && part_col + {} <= N)",
+            c.rows_per_consumer(),
+            c.cols_per_consumer()
+        ));
         emit_direct_store_loops(w, c, |a| {
             format!("*reinterpret_cast<TOut2*>(Cb + (long long)row * ldc + col) = f2_to_out2(epi_vec2(Cb, bias, Rb, (long long)row * ldc + col, col, {a}, alpha, beta));")
         });
@@ -775,11 +992,17 @@ fn emit_direct_store_loops(w: &mut CudaWriter, c: &WgmmaConfig, store: impl Fn(&
         for ni in 0..c.n_iters() {
             w.line("#pragma unroll");
             w.open(format!("for (int j = 0; j < {}; ++j)", c.wgmma_n / 8));
-            w.line(format!("const int col = col0 + {} + j * 8;", ni * c.wgmma_n));
+            w.line(format!(
+                "const int col = col0 + {} + j * 8;",
+                ni * c.wgmma_n
+            ));
             w.line("#pragma unroll");
             w.open("for (int h = 0; h < 2; ++h)");
             w.line(format!("const int row = row0 + {} + h * 8;", mi * 64));
-            w.line(store(&format!("{a}[4 * j + 2 * h], {a}[4 * j + 2 * h + 1]", a = acc_name(mi, ni))));
+            w.line(store(&format!(
+                "{a}[4 * j + 2 * h], {a}[4 * j + 2 * h + 1]",
+                a = acc_name(mi, ni)
+            )));
             w.close("");
             w.close("");
         }
@@ -798,7 +1021,10 @@ fn emit_split_k_fixup(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.comment("32-bit indices: check() keeps the workspace below 2^31 float4s.");
     w.line("const unsigned tile_slot = ((unsigned)batch_now() * tiles_mc * CLUSTER_M + tm * CLUSTER_M + rank) * tiles_n + tn;");
     w.line("const unsigned wslot = cwu * 4 + warp;");
-    w.line(format!("constexpr unsigned slice_f4 = WARPS_PER_TILE * {}u;", quads * 32));
+    w.line(format!(
+        "constexpr unsigned slice_f4 = WARPS_PER_TILE * {}u;",
+        quads * 32
+    ));
     w.line(format!(
         "float4* wt = reinterpret_cast<float4*>(ws) + ((tile_slot * SPLIT_K * WARPS_PER_TILE + wslot) * {}u + lane);",
         quads * 32
@@ -846,8 +1072,16 @@ fn emit_read_slice(w: &mut CudaWriter, c: &WgmmaConfig, slice: &str, op: &str) {
             let a = acc_name(mi, ni);
             w.line("#pragma unroll");
             w.open(format!("for (int q = 0; q < {}; ++q)", regs / 4));
-            w.line(format!("const float4 v = __ldcg({slice} + ({q0} + q) * 32);"));
-            emit_unpack_f4(w, &a, op, |i| if i == 0 { "4 * q".to_string() } else { format!("4 * q + {i}") });
+            w.line(format!(
+                "const float4 v = __ldcg({slice} + ({q0} + q) * 32);"
+            ));
+            emit_unpack_f4(w, &a, op, |i| {
+                if i == 0 {
+                    "4 * q".to_string()
+                } else {
+                    format!("4 * q + {i}")
+                }
+            });
             w.close("");
         }
     }
@@ -864,7 +1098,9 @@ fn emit_unpack_f4(w: &mut CudaWriter, acc: &str, op: &str, idx: impl Fn(usize) -
 /// at least `cluster_k` of them, so neither half is empty). Nothing without cluster split-K.
 fn emit_cluster_k_range(w: &mut CudaWriter, c: &WgmmaConfig) {
     if c.cluster_k > 1 {
-        w.line("{ const int mid = kb0 + (kb1 - kb0) / 2; if (krank == 0) kb1 = mid; else kb0 = mid; }");
+        w.line(
+            "{ const int mid = kb0 + (kb1 - kb0) / 2; if (krank == 0) kb1 = mid; else kb0 = mid; }",
+        );
     }
 }
 
@@ -882,7 +1118,9 @@ fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
     let regs = c.wgmma_n / 2;
     let step = 16 * WARPGROUP;
     let quads: Vec<(String, u32)> = (0..c.m_iters())
-        .flat_map(|mi| (0..c.n_iters()).flat_map(move |ni| (0..regs / 4).map(move |q| (acc_name(mi, ni), q))))
+        .flat_map(|mi| {
+            (0..c.n_iters()).flat_map(move |ni| (0..regs / 4).map(move |q| (acc_name(mi, ni), q)))
+        })
         .collect();
     w.comment("Cluster split-K: consumer cw of CTA cw owns its part of the tile; the other CTA's consumer cw sends its partial.");
     w.open("if ((unsigned)cw != krank)");
@@ -909,7 +1147,10 @@ fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.line("const unsigned rsrc = smem + RED_OFFSET + (unsigned)wtid * 16u;");
     for (i, (a, q)) in quads.iter().enumerate() {
         w.open("");
-        w.line(format!("const float4 v = ld_shared_f4(rsrc + {}u);", i as u32 * step));
+        w.line(format!(
+            "const float4 v = ld_shared_f4(rsrc + {}u);",
+            i as u32 * step
+        ));
         emit_unpack_f4(w, a, "+=", |j| (4 * q + j as u32).to_string());
         w.close("");
     }
@@ -922,16 +1163,26 @@ fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
 /// One arrival per consumer warpgroup on the `empty` barrier of stage `stage` in every CTA of the cluster.
 fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
     if c.cluster_m > 1 {
-        w.line(format!("if (wtid < CLUSTER_M) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"));
+        w.line(format!(
+            "if (wtid < CLUSTER_M) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"
+        ));
     } else {
-        w.line(format!("if (wtid == 0) mbar_arrive(bar_empty + 8 * {stage});"));
+        w.line(format!(
+            "if (wtid == 0) mbar_arrive(bar_empty + 8 * {stage});"
+        ));
     }
 }
 
 /// The full translation unit for `p` and `c` with entry point `entry` (config already checked).
 pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     let mut w = CudaWriter::new();
-    w.comment(format!("rtx wgmma GEMM: {} {:?}{:?}, config {}", p.dtype, p.layout_a, p.layout_b, c.tag()));
+    w.comment(format!(
+        "rtx wgmma GEMM: {} {:?}{:?}, config {}",
+        p.dtype,
+        p.layout_a,
+        p.layout_b,
+        c.tag()
+    ));
     w.include("cuda_fp16.h");
     w.include("cuda_bf16.h");
     w.line("");
@@ -940,7 +1191,13 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     if c.cluster_k > 1 {
         w.lines(CLUSTER_K_HELPERS);
     }
-    emit_wgmma_fn(&mut w, c.wgmma_n, p.dtype, !a_is_k_major(p), !b_is_k_major(p));
+    emit_wgmma_fn(
+        &mut w,
+        c.wgmma_n,
+        p.dtype,
+        !a_is_k_major(p),
+        !b_is_k_major(p),
+    );
     emit_epilogue_fns(&mut w, p);
     if c.tma_store {
         emit_tma_store_fns(&mut w, p);
@@ -950,9 +1207,21 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
         emit_prepass_fns(&mut w, stage);
     }
     w.line("");
-    let stage_params = if stage.any() { ",\n    TIn* stage_a, TIn* stage_b, int prepass" } else { "" };
-    let tmc_param = if c.tma_store { ",\n    const __grid_constant__ TmaMap tmC" } else { "" };
-    let cluster_attr = if c.cluster_size() > 1 { format!(" __cluster_dims__({}, 1, 1)", c.cluster_size()) } else { String::new() };
+    let stage_params = if stage.any() {
+        ",\n    TIn* stage_a, TIn* stage_b, int prepass"
+    } else {
+        ""
+    };
+    let tmc_param = if c.tma_store {
+        ",\n    const __grid_constant__ TmaMap tmC"
+    } else {
+        ""
+    };
+    let cluster_attr = if c.cluster_size() > 1 {
+        format!(" __cluster_dims__({}, 1, 1)", c.cluster_size())
+    } else {
+        String::new()
+    };
     w.open(format!(
         "extern \"C\" __global__ void __launch_bounds__(THREADS, 1){cluster_attr} {entry}(\n    \
          const TIn* __restrict__ A, const TIn* __restrict__ B, TOut* C, const TOut* bias, const TOut* residual,\n    \
@@ -970,7 +1239,9 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
         w.line("return;");
         w.close("");
     }
-    w.comment("128B-swizzled tiles must start on 1024-byte boundaries (wgmma descriptor base offset 0).");
+    w.comment(
+        "128B-swizzled tiles must start on 1024-byte boundaries (wgmma descriptor base offset 0).",
+    );
     w.line("const unsigned smem = (smem_u32(smem_raw) + 1023u) & ~1023u;");
     w.line("const unsigned bar_full = smem + BAR_OFFSET;");
     w.line("const unsigned bar_empty = bar_full + 8 * STAGES;");
@@ -1015,7 +1286,11 @@ pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     w.line("const int num_units = tiles_mc * tiles_n * SPLIT_K;");
     w.line("const int kblocks = (K + BK - 1) / BK;");
     w.line("const int batch = blockIdx.z;");
-    let cluster = if c.cluster_k > 1 { "CLUSTER_K" } else { "CLUSTER_M" };
+    let cluster = if c.cluster_k > 1 {
+        "CLUSTER_K"
+    } else {
+        "CLUSTER_M"
+    };
     w.line(format!("const int cluster_id = blockIdx.x / {cluster};"));
     w.line(format!("const int num_clusters = gridDim.x / {cluster};"));
     w.open("if (wg == 0)");

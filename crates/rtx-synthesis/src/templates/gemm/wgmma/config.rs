@@ -239,7 +239,11 @@ impl WgmmaConfig {
     /// Dynamic shared memory the kernel needs: the ring, 2 mbarriers per stage, the epilogue
     /// boxes (with `tma_store`), the reduction buffer (with cluster split-K) and alignment slack.
     pub fn smem_bytes(&self) -> u32 {
-        let end = if self.cluster_k > 1 { self.red_offset() + self.red_bytes() } else { self.pipeline_end() };
+        let end = if self.cluster_k > 1 {
+            self.red_offset() + self.red_bytes()
+        } else {
+            self.pipeline_end()
+        };
         end + SMEM_ALIGN_SLACK
     }
 
@@ -279,7 +283,12 @@ impl WgmmaConfig {
         if self.split_k <= 1 {
             return 0;
         }
-        let b = batch.max(1) as u64 * self.tile_slots(m, n) * self.split_k as u64 * self.bm as u64 * self.bn as u64 * 4;
+        let b = batch.max(1) as u64
+            * self.tile_slots(m, n)
+            * self.split_k as u64
+            * self.bm as u64
+            * self.bn as u64
+            * 4;
         b.div_ceil(256) * 256
     }
 
@@ -289,14 +298,22 @@ impl WgmmaConfig {
         if self.split_k <= 1 {
             return 0;
         }
-        self.workspace_partial_bytes(m, n, batch) + batch.max(1) as u64 * self.tile_slots(m, n) * self.warps_per_tile() as u64 * 4
+        self.workspace_partial_bytes(m, n, batch)
+            + batch.max(1) as u64 * self.tile_slots(m, n) * self.warps_per_tile() as u64 * 4
     }
 
     /// Short identifier of the code-relevant fields, used in the kernel entry name.
     pub fn tag(&self) -> String {
         let mut s = format!(
             "{}x{}x{}_c{}_n{}_s{}_cl{}_g{}",
-            self.bm, self.bn, self.bk, self.consumers, self.wgmma_n, self.stages, self.cluster_m, self.raster_group
+            self.bm,
+            self.bn,
+            self.bk,
+            self.consumers,
+            self.wgmma_n,
+            self.stages,
+            self.cluster_m,
+            self.raster_group
         );
         if self.split_k > 1 {
             s.push_str(&format!("_k{}", self.split_k));
@@ -351,12 +368,21 @@ mod tests {
         assert_eq!(c.launch_regs(), 168);
         assert_eq!(c.consumer_regs(), 232);
         // The setmaxnreg budgets must fit in what the block holds at launch.
-        assert!(WARPGROUP * (PRODUCER_REGS + c.consumers * c.consumer_regs()) <= c.launch_regs() * c.threads());
+        assert!(
+            WARPGROUP * (PRODUCER_REGS + c.consumers * c.consumer_regs())
+                <= c.launch_regs() * c.threads()
+        );
     }
 
     #[test]
     fn one_consumer_gets_the_full_budget() {
-        let c = WgmmaConfig { bm: 128, bn: 128, consumers: 1, wgmma_n: 128, ..big() };
+        let c = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            consumers: 1,
+            wgmma_n: 128,
+            ..big()
+        };
         assert_eq!(c.threads(), 256);
         assert_eq!(c.m_iters(), 2);
         assert_eq!(c.acc_regs(), 128);
@@ -366,7 +392,13 @@ mod tests {
 
     #[test]
     fn pingpong_gives_each_consumer_the_whole_tile() {
-        let c = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, pingpong: true, ..big() };
+        let c = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            wgmma_n: 128,
+            pingpong: true,
+            ..big()
+        };
         assert_eq!(c.rows_per_consumer(), 128);
         assert_eq!(c.m_iters(), 2);
         assert_eq!(c.acc_regs(), 128);
@@ -377,13 +409,30 @@ mod tests {
 
     #[test]
     fn split_k_workspace_holds_every_partial_and_counter() {
-        let c = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, split_k: 2, ..big() };
+        let c = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            consumers: 1,
+            wgmma_n: 128,
+            split_k: 2,
+            ..big()
+        };
         assert_eq!(c.units(64, 8192), 128);
         assert_eq!(c.tile_slots(64, 8192), 64);
-        assert_eq!(c.workspace_partial_bytes(64, 8192, 1), 64 * 2 * 64 * 128 * 4);
-        assert_eq!(c.workspace_bytes(64, 8192, 1), 64 * 2 * 64 * 128 * 4 + 64 * 4 * 4);
+        assert_eq!(
+            c.workspace_partial_bytes(64, 8192, 1),
+            64 * 2 * 64 * 128 * 4
+        );
+        assert_eq!(
+            c.workspace_bytes(64, 8192, 1),
+            64 * 2 * 64 * 128 * 4 + 64 * 4 * 4
+        );
         assert_eq!(big().workspace_bytes(4096, 4096, 1), 0);
-        let cl = WgmmaConfig { cluster_m: 2, split_k: 3, ..big() };
+        let cl = WgmmaConfig {
+            cluster_m: 2,
+            split_k: 3,
+            ..big()
+        };
         // 3 tile rows round up to 4 (two clusters).
         assert_eq!(cl.tile_slots(300, 512), 4 * 2);
         assert!(cl.tag().ends_with("_k3"));
@@ -392,7 +441,10 @@ mod tests {
     #[test]
     fn tf32_stages_hold_the_same_bytes_as_bf16() {
         // bk 32 tf32 elements = 128 bytes = bk 64 bf16 elements.
-        let t = WgmmaConfig { bk: BLOCK_K_TF32, ..big() };
+        let t = WgmmaConfig {
+            bk: BLOCK_K_TF32,
+            ..big()
+        };
         assert_eq!(t.stage_bytes(), big().stage_bytes());
         assert_eq!(t.a_stage_bytes(), 128 * 32 * 4);
         assert_eq!(t.b_stage_bytes(), 256 * 32 * 4);
@@ -401,31 +453,60 @@ mod tests {
 
     #[test]
     fn tma_store_adds_two_aligned_boxes_per_consumer() {
-        let c = WgmmaConfig { tma_store: true, ..big() };
+        let c = WgmmaConfig {
+            tma_store: true,
+            ..big()
+        };
         assert_eq!(c.epi_offset() % 1024, 0);
         assert!(c.epi_offset() >= c.barrier_offset() + 16 * c.stages);
         assert_eq!(c.epi_bytes(), 2 * 2 * 8192);
         assert_eq!(c.smem_bytes(), 4 * 48 * 1024 + 1024 + 32 * 1024 + 1024);
-        assert!(c.smem_bytes() <= 227 * 1024, "the 128x256 4-stage config still fits");
+        assert!(
+            c.smem_bytes() <= 227 * 1024,
+            "the 128x256 4-stage config still fits"
+        );
         assert_eq!(big().epi_bytes(), 0);
         assert!(c.tag().ends_with("_ts"));
     }
 
     #[test]
     fn cluster_split_k_adds_barriers_and_one_consumers_accumulators() {
-        let c = WgmmaConfig { bm: 128, bn: 128, wgmma_n: 128, cluster_k: 2, ..big() };
+        let c = WgmmaConfig {
+            bm: 128,
+            bn: 128,
+            wgmma_n: 128,
+            cluster_k: 2,
+            ..big()
+        };
         assert_eq!(c.cluster_size(), 2);
         assert_eq!(c.barrier_bytes(), 16 * 4 + 16);
-        assert_eq!(c.red_bytes(), 64 * 4 * 128, "64 accumulators per thread of one consumer");
-        assert_eq!(c.red_offset(), (c.barrier_offset() + c.barrier_bytes()).next_multiple_of(128));
+        assert_eq!(
+            c.red_bytes(),
+            64 * 4 * 128,
+            "64 accumulators per thread of one consumer"
+        );
+        assert_eq!(
+            c.red_offset(),
+            (c.barrier_offset() + c.barrier_bytes()).next_multiple_of(128)
+        );
         assert_eq!(c.smem_bytes(), c.red_offset() + c.red_bytes() + 1024);
-        let ts = WgmmaConfig { tma_store: true, ..c.clone() };
+        let ts = WgmmaConfig {
+            tma_store: true,
+            ..c.clone()
+        };
         assert_eq!(ts.red_offset(), ts.epi_offset() + ts.epi_bytes());
         assert!(ts.red_offset() >= ts.barrier_offset() + ts.barrier_bytes());
         assert!(c.tag().ends_with("_ck2"));
         // Without it nothing moves.
         let plain = WgmmaConfig { cluster_k: 1, ..c };
-        assert_eq!((plain.red_bytes(), plain.barrier_bytes(), plain.cluster_size()), (0, 16 * 4, 1));
+        assert_eq!(
+            (
+                plain.red_bytes(),
+                plain.barrier_bytes(),
+                plain.cluster_size()
+            ),
+            (0, 16 * 4, 1)
+        );
         assert!(!plain.tag().contains("_ck"));
     }
 

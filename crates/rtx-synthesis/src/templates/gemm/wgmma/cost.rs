@@ -80,7 +80,14 @@ fn soft_max(a: f64, b: f64) -> f64 {
 /// tensor peak for the input type or the config is degenerate (zero tile or stages).
 pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Option<f64> {
     let peak = dev.tensor_tflops(p.dtype)? * 1e12;
-    if c.bm == 0 || c.bn == 0 || c.wgmma_n == 0 || c.stages < 2 || c.consumers == 0 || p.m == 0 || p.n == 0 {
+    if c.bm == 0
+        || c.bn == 0
+        || c.wgmma_n == 0
+        || c.stages < 2
+        || c.consumers == 0
+        || p.m == 0
+        || p.n == 0
+    {
         return None;
     }
     let (bm, bn, wn) = (f64::from(c.bm), f64::from(c.bn), f64::from(c.wgmma_n));
@@ -106,7 +113,11 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     let latency = LOAD_LATENCY_US * 1e-6;
     // The pair of a B-multicast cluster refills in lock step; cluster split-K CTAs meet only
     // once per unit, in the exchange below.
-    let handshake = if c.cluster_m > 1 { CLUSTER_HANDSHAKE_US * 1e-6 } else { 0.0 };
+    let handshake = if c.cluster_m > 1 {
+        CLUSTER_HANDSHAKE_US * 1e-6
+    } else {
+        0.0
+    };
     let t_ring = latency / f64::from(c.stages - 1);
     let t_kblock = soft_max(t_math, t_smem.max(t_ingress).max(t_ring) + handshake);
     let t_main = kb_unit * t_kblock;
@@ -116,7 +127,10 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     // A cluster split-K CTA stores only its owner's part of the tile.
     let tile_out = bm * bn * out_b / f64::from(ck);
     let (t_epilogue, t_drain) = if c.tma_store {
-        (tile_out / SMEM_BYTES_PER_CLK / clk, tile_out / L2_BYTES_PER_CLK_PER_SM / clk)
+        (
+            tile_out / SMEM_BYTES_PER_CLK / clk,
+            tile_out / L2_BYTES_PER_CLK_PER_SM / clk,
+        )
     } else {
         (tile_out / DIRECT_STORE_BYTES_PER_CLK / clk, 0.0)
     };
@@ -124,7 +138,8 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
         // Write this slice's partial, read the others' (half of them on average), and two L2
         // round trips: the fence + arrival atomic, then the first partial read.
         let partial = bm * bn * PARTIAL_BYTES;
-        (partial + partial * f64::from(split - 1) / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk + 2.0 * latency
+        (partial + partial * f64::from(split - 1) / 2.0) / L2_BYTES_PER_CLK_PER_SM / clk
+            + 2.0 * latency
     } else if ck > 1 {
         // Cluster split-K: one consumer's part of the tile (half of it) crosses to the peer SM,
         // at most one L2-ingress worth of bytes per clock, plus the pair's per-unit cost (fitted to call AQ).
@@ -148,7 +163,12 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
         waves * (latency + t_main + t_epilogue + t_fixup + t_drain)
     };
 
-    let (m, n, k, batch) = (f64::from(p.m), f64::from(p.n), f64::from(p.k), f64::from(p.batch.max(1)));
+    let (m, n, k, batch) = (
+        f64::from(p.m),
+        f64::from(p.n),
+        f64::from(p.k),
+        f64::from(p.batch.max(1)),
+    );
     let mut dram = batch * ((m * k + n * k) * in_b + m * n * out_b);
     if split > 1 {
         dram += units as f64 * bm * bn * PARTIAL_BYTES * 2.0;
@@ -193,20 +213,43 @@ mod tests {
     fn tma_store_and_clusters_rank_as_measured() {
         // H200, 2026-12-04: the TMA-store epilogue won by 6% at 4096^3 and 21% at K = 1000.
         let big = cfg(128, 256);
-        let ts = WgmmaConfig { tma_store: true, ..big.clone() };
+        let ts = WgmmaConfig {
+            tma_store: true,
+            ..big.clone()
+        };
         for (k, least) in [(4096, 0.03), (1000, 0.10)] {
             let p = GemmProblem::nn(4096, 4096, k, DType::Bf16);
             let (d, t) = (est(&p, &big), est(&p, &ts));
-            assert!(t < d * (1.0 - least), "K={k}: direct {d:.1} us, TMA store {t:.1} us");
+            assert!(
+                t < d * (1.0 - least),
+                "K={k}: direct {d:.1} us, TMA store {t:.1} us"
+            );
         }
         // Cluster 2 costs a little, not the ~0.4 us per k-block of the .release.cluster kernel.
         let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
-        let cl = WgmmaConfig { cluster_m: 2, ..big.clone() };
+        let cl = WgmmaConfig {
+            cluster_m: 2,
+            ..big.clone()
+        };
         assert!(est(&p, &cl) < est(&p, &big) * 1.02);
         let small = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
-        let c64 = WgmmaConfig { bm: 64, bn: 128, consumers: 1, wgmma_n: 128, stages: 8, persistent: false, ..big };
-        let c64cl = WgmmaConfig { cluster_m: 2, ..c64.clone() };
-        assert!(est(&small, &c64cl) > est(&small, &c64), "ring-bound: the handshake shows");
+        let c64 = WgmmaConfig {
+            bm: 64,
+            bn: 128,
+            consumers: 1,
+            wgmma_n: 128,
+            stages: 8,
+            persistent: false,
+            ..big
+        };
+        let c64cl = WgmmaConfig {
+            cluster_m: 2,
+            ..c64.clone()
+        };
+        assert!(
+            est(&small, &c64cl) > est(&small, &c64),
+            "ring-bound: the handshake shows"
+        );
     }
 
     #[test]
@@ -230,7 +273,10 @@ mod tests {
         // 133 tiles on 132 SMs is two waves: worse than 128 tiles of the same size.
         let two_waves = GemmProblem::nn(133 * 128, 256, 4096, DType::Bf16);
         let one_wave = GemmProblem::nn(128 * 128, 256, 4096, DType::Bf16);
-        let c = WgmmaConfig { persistent: false, ..cfg(128, 256) };
+        let c = WgmmaConfig {
+            persistent: false,
+            ..cfg(128, 256)
+        };
         assert!(est(&two_waves, &c) > 1.5 * est(&one_wave, &c));
     }
 
@@ -241,23 +287,69 @@ mod tests {
         assert!(est(&p, &cfg(64, 128)) < est(&p, &cfg(256, 128)));
         // 64 x 1024 x 16384: only 16 tiles of 64x64; splitting K 4 ways keeps 64 SMs busy.
         let deep = GemmProblem::nn(64, 1024, 16384, DType::Bf16);
-        let base = WgmmaConfig { consumers: 1, ..cfg(64, 64) };
-        assert!(est(&deep, &WgmmaConfig { split_k: 4, ..base.clone() }) < est(&deep, &base));
+        let base = WgmmaConfig {
+            consumers: 1,
+            ..cfg(64, 64)
+        };
+        assert!(
+            est(
+                &deep,
+                &WgmmaConfig {
+                    split_k: 4,
+                    ..base.clone()
+                }
+            ) < est(&deep, &base)
+        );
         // With one full wave already, splitting only adds the fix-up.
         let wide = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
         let c = cfg(128, 64);
-        assert!(est(&wide, &WgmmaConfig { split_k: 2, ..c.clone() }) > est(&wide, &c));
+        assert!(
+            est(
+                &wide,
+                &WgmmaConfig {
+                    split_k: 2,
+                    ..c.clone()
+                }
+            ) > est(&wide, &c)
+        );
     }
 
     #[test]
     fn shallow_rings_and_narrow_wgmma_cost_time() {
         let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
-        let c = WgmmaConfig { consumers: 1, ..cfg(64, 64) };
-        assert!(est(&p, &WgmmaConfig { stages: 2, ..c.clone() }) > 2.0 * est(&p, &WgmmaConfig { stages: 6, ..c }));
+        let c = WgmmaConfig {
+            consumers: 1,
+            ..cfg(64, 64)
+        };
+        assert!(
+            est(
+                &p,
+                &WgmmaConfig {
+                    stages: 2,
+                    ..c.clone()
+                }
+            ) > 2.0 * est(&p, &WgmmaConfig { stages: 6, ..c })
+        );
         let wide = cfg(128, 256);
-        assert!(est(&p, &WgmmaConfig { wgmma_n: 128, ..wide.clone() }) > est(&p, &wide));
+        assert!(
+            est(
+                &p,
+                &WgmmaConfig {
+                    wgmma_n: 128,
+                    ..wide.clone()
+                }
+            ) > est(&p, &wide)
+        );
         // The model gives multicast no gain (none was measured): a cluster never ranks ahead.
-        assert!(est(&p, &WgmmaConfig { cluster_m: 2, ..wide.clone() }) >= est(&p, &wide));
+        assert!(
+            est(
+                &p,
+                &WgmmaConfig {
+                    cluster_m: 2,
+                    ..wide.clone()
+                }
+            ) >= est(&p, &wide)
+        );
     }
 
     #[test]
@@ -265,15 +357,43 @@ mod tests {
         // H200 call AQ, 1024^3: the 64x128 rung 9.0-9.1 us, the 128x128 pair 11.3-11.5 us, the
         // 128x64 pair 12.9 us. The model keeps that order and the pair's ~1.25x.
         let p = GemmProblem::nn(1024, 1024, 1024, DType::Bf16);
-        let rung = WgmmaConfig { consumers: 1, stages: 8, tma_store: true, raster_group: 1, ..cfg(64, 128) };
-        let pair = WgmmaConfig { bm: 128, consumers: 2, stages: 5, cluster_k: 2, ..rung.clone() };
-        let narrow = WgmmaConfig { bn: 64, wgmma_n: 64, stages: 8, tma_store: false, ..pair.clone() };
+        let rung = WgmmaConfig {
+            consumers: 1,
+            stages: 8,
+            tma_store: true,
+            raster_group: 1,
+            ..cfg(64, 128)
+        };
+        let pair = WgmmaConfig {
+            bm: 128,
+            consumers: 2,
+            stages: 5,
+            cluster_k: 2,
+            ..rung.clone()
+        };
+        let narrow = WgmmaConfig {
+            bn: 64,
+            wgmma_n: 64,
+            stages: 8,
+            tma_store: false,
+            ..pair.clone()
+        };
         let (r, q, n) = (est(&p, &rung), est(&p, &pair), est(&p, &narrow));
-        assert!(r < q && q < n, "rung {r:.2} us, 128x128 pair {q:.2}, 128x64 pair {n:.2}");
-        assert!((q / r - 1.25).abs() < 0.05, "pair / rung {:.3}, measured 1.25", q / r);
+        assert!(
+            r < q && q < n,
+            "rung {r:.2} us, 128x128 pair {q:.2}, 128x64 pair {n:.2}"
+        );
+        assert!(
+            (q / r - 1.25).abs() < 0.05,
+            "pair / rung {:.3}, measured 1.25",
+            q / r
+        );
         // Where the tiles already fill the machine the exchange is pure cost.
         let big = GemmProblem::nn(8192, 8192, 8192, DType::Bf16);
-        let whole = WgmmaConfig { cluster_k: 1, ..pair.clone() };
+        let whole = WgmmaConfig {
+            cluster_k: 1,
+            ..pair.clone()
+        };
         assert!(est(&big, &pair) > est(&big, &whole));
     }
 
@@ -283,7 +403,27 @@ mod tests {
         let mut dev = h200();
         dev.tensor_16bit_tflops = 0.0;
         assert_eq!(estimate_us(&p, &cfg(128, 128), &dev), None);
-        assert_eq!(estimate_us(&p, &WgmmaConfig { stages: 1, ..cfg(128, 128) }, &h200()), None);
-        assert_eq!(estimate_us(&p, &WgmmaConfig { wgmma_n: 0, ..cfg(128, 128) }, &h200()), None);
+        assert_eq!(
+            estimate_us(
+                &p,
+                &WgmmaConfig {
+                    stages: 1,
+                    ..cfg(128, 128)
+                },
+                &h200()
+            ),
+            None
+        );
+        assert_eq!(
+            estimate_us(
+                &p,
+                &WgmmaConfig {
+                    wgmma_n: 0,
+                    ..cfg(128, 128)
+                },
+                &h200()
+            ),
+            None
+        );
     }
 }

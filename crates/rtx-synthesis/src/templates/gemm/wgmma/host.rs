@@ -113,7 +113,9 @@ fn cu_swizzle(s: TmaSwizzle) -> sys::CUtensorMapSwizzle {
 pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP_BYTES], String> {
     desc.validate().map_err(|e| e.to_string())?;
     if address == 0 || !address.is_multiple_of(16) {
-        return Err(format!("address {address:#x} is null or not 16-byte aligned"));
+        return Err(format!(
+            "address {address:#x} is null or not 16-byte aligned"
+        ));
     }
     if !rtx_runtime::driver_available() {
         return Err("the CUDA driver is not available".to_string());
@@ -140,7 +142,9 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
         )
     };
     if status != sys::CUresult::CUDA_SUCCESS {
-        return Err(format!("cuTensorMapEncodeTiled failed with {status:?} for {desc:?}"));
+        return Err(format!(
+            "cuTensorMapEncodeTiled failed with {status:?} for {desc:?}"
+        ));
     }
     let mut out = [0u8; TENSOR_MAP_BYTES];
     for (i, w) in map.opaque.iter().enumerate() {
@@ -151,7 +155,11 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
 
 fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaLaunchError> {
     if (buf.len() as u64) < bytes {
-        return Err(WgmmaLaunchError::BufferTooSmall { what, need: bytes, have: buf.len() as u64 });
+        return Err(WgmmaLaunchError::BufferTooSmall {
+            what,
+            need: bytes,
+            have: buf.len() as u64,
+        });
     }
     Ok(())
 }
@@ -199,13 +207,23 @@ impl WgmmaGemm {
         let (ws, counters) = if c.split_k > 1 {
             let need_ws = c.workspace_bytes(p.m, p.n, p.batch);
             match bufs.workspace.as_deref() {
-                None => return Err(WgmmaLaunchError::MissingBuffer { what: "split-K workspace" }),
+                None => {
+                    return Err(WgmmaLaunchError::MissingBuffer {
+                        what: "split-K workspace",
+                    })
+                }
                 Some(w) => {
                     need("workspace", w, need_ws)?;
                     if w.ptr() % 16 != 0 {
-                        return Err(WgmmaLaunchError::Misaligned { what: "workspace", addr: w.ptr() });
+                        return Err(WgmmaLaunchError::Misaligned {
+                            what: "workspace",
+                            addr: w.ptr(),
+                        });
                     }
-                    (w.ptr(), w.ptr() + c.workspace_partial_bytes(p.m, p.n, p.batch))
+                    (
+                        w.ptr(),
+                        w.ptr() + c.workspace_partial_bytes(p.m, p.n, p.batch),
+                    )
                 }
             }
         } else {
@@ -214,13 +232,23 @@ impl WgmmaGemm {
         let st = staging(p);
         let (stage_a, stage_b) = if st.any() {
             match bufs.staging.as_deref() {
-                None => return Err(WgmmaLaunchError::MissingBuffer { what: "tf32 staging buffer" }),
+                None => {
+                    return Err(WgmmaLaunchError::MissingBuffer {
+                        what: "tf32 staging buffer",
+                    })
+                }
                 Some(w) => {
                     need("staging", w, staging_bytes(p))?;
                     if w.ptr() % 16 != 0 {
-                        return Err(WgmmaLaunchError::Misaligned { what: "staging", addr: w.ptr() });
+                        return Err(WgmmaLaunchError::Misaligned {
+                            what: "staging",
+                            addr: w.ptr(),
+                        });
                     }
-                    (if st.a { w.ptr() } else { 0 }, if st.b { w.ptr() + staged_a_bytes(p) } else { 0 })
+                    (
+                        if st.a { w.ptr() } else { 0 },
+                        if st.b { w.ptr() + staged_a_bytes(p) } else { 0 },
+                    )
                 }
             }
         } else {
@@ -231,14 +259,30 @@ impl WgmmaGemm {
         let (da, db) = self.tensor_maps(p, c);
         let addr_a = if st.a { stage_a } else { bufs.a.ptr() };
         let addr_b = if st.b { stage_b } else { bufs.b.ptr() };
-        let tm_a = encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "A", reason })?;
-        let tm_b = encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "B", reason })?;
+        let tm_a =
+            encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap {
+                operand: "A",
+                reason,
+            })?;
+        let tm_b =
+            encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap {
+                operand: "B",
+                reason,
+            })?;
         let tm_c = if c.tma_store {
             if !bufs.c.ptr().is_multiple_of(16) {
-                return Err(WgmmaLaunchError::Misaligned { what: "C (TMA-store epilogue)", addr: bufs.c.ptr() });
+                return Err(WgmmaLaunchError::Misaligned {
+                    what: "C (TMA-store epilogue)",
+                    addr: bufs.c.ptr(),
+                });
             }
             let dc = tma_desc_c(p, c);
-            Some(encode_tensor_map(&dc, bufs.c.ptr()).map_err(|reason| WgmmaLaunchError::TensorMap { operand: "C", reason })?)
+            Some(encode_tensor_map(&dc, bufs.c.ptr()).map_err(|reason| {
+                WgmmaLaunchError::TensorMap {
+                    operand: "C",
+                    reason,
+                }
+            })?)
         } else {
             None
         };

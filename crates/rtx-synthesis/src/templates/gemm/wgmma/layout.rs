@@ -47,9 +47,23 @@ pub fn k16_step(k_major: bool) -> u32 {
 /// The A boxes one CTA loads per stage.
 pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
     if k_major {
-        vec![TmaBox { smem_offset: 0, inner: 0, outer: 0, mn: 0, bytes: c.bm * SWIZZLE_BYTES }]
+        vec![TmaBox {
+            smem_offset: 0,
+            inner: 0,
+            outer: 0,
+            mn: 0,
+            bytes: c.bm * SWIZZLE_BYTES,
+        }]
     } else {
-        (0..c.bm / 64).map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES }).collect()
+        (0..c.bm / 64)
+            .map(|j| TmaBox {
+                smem_offset: j * BOX_BYTES,
+                inner: j * 64,
+                outer: 0,
+                mn: j * 64,
+                bytes: BOX_BYTES,
+            })
+            .collect()
     }
 }
 
@@ -71,7 +85,13 @@ pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
     } else {
         let per = c.bn.div_ceil(64) / cl;
         (rank * per..(rank + 1) * per)
-            .map(|j| TmaBox { smem_offset: j * BOX_BYTES, inner: j * 64, outer: 0, mn: j * 64, bytes: BOX_BYTES })
+            .map(|j| TmaBox {
+                smem_offset: j * BOX_BYTES,
+                inner: j * 64,
+                outer: 0,
+                mn: j * 64,
+                bytes: BOX_BYTES,
+            })
             .collect()
     }
 }
@@ -158,28 +178,56 @@ mod tests {
 
     /// Simulates the stage's TMA copies of one operand of `esz`-byte elements (box inner extent
     /// 128 bytes): smem address -> tile element.
-    fn simulate_tma_esz(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, esz: u32, written: &mut HashMap<u32, Elem>) -> u32 {
+    fn simulate_tma_esz(
+        base: u32,
+        boxes: &[TmaBox],
+        box_outer: u32,
+        k_major: bool,
+        esz: u32,
+        written: &mut HashMap<u32, Elem>,
+    ) -> u32 {
         let mut bytes = 0;
         for b in boxes {
-            assert_eq!((base + b.smem_offset) % 1024, 0, "boxes start on swizzle-pattern boundaries");
+            assert_eq!(
+                (base + b.smem_offset) % 1024,
+                0,
+                "boxes start on swizzle-pattern boundaries"
+            );
             for o in 0..box_outer {
                 for i in 0..128 / esz {
                     let (inner, outer) = (b.inner + i, b.outer + o);
-                    let elem = if k_major { (outer, inner) } else { (inner, outer) };
+                    let elem = if k_major {
+                        (outer, inner)
+                    } else {
+                        (inner, outer)
+                    };
                     for byte in 0..esz {
                         let addr = swizzle128(base + b.smem_offset + o * 128 + i * esz) + byte;
-                        assert!(written.insert(addr, elem).is_none(), "two boxes write smem byte {addr}");
+                        assert!(
+                            written.insert(addr, elem).is_none(),
+                            "two boxes write smem byte {addr}"
+                        );
                     }
                 }
             }
             assert_eq!(b.bytes, box_outer * 128, "box byte count");
-            assert_eq!(b.mn, if k_major { b.outer } else { b.inner }, "box M/N origin");
+            assert_eq!(
+                b.mn,
+                if k_major { b.outer } else { b.inner },
+                "box M/N origin"
+            );
             bytes += b.bytes;
         }
         bytes
     }
 
-    fn simulate_tma(base: u32, boxes: &[TmaBox], box_outer: u32, k_major: bool, written: &mut HashMap<u32, Elem>) -> u32 {
+    fn simulate_tma(
+        base: u32,
+        boxes: &[TmaBox],
+        box_outer: u32,
+        k_major: bool,
+        written: &mut HashMap<u32, Elem>,
+    ) -> u32 {
         simulate_tma_esz(base, boxes, box_outer, k_major, 2, written)
     }
 
@@ -193,7 +241,10 @@ mod tests {
         let p = GemmProblem::new(1024, 1024, 1024, dtype, la, lb);
         let esz = dtype.size_bytes() as u32;
         let kk_elems = K_SLICE_BYTES / esz;
-        let (ak, bk) = (super::super::tma::a_is_k_major(&p), super::super::tma::b_is_k_major(&p));
+        let (ak, bk) = (
+            super::super::tma::a_is_k_major(&p),
+            super::super::tma::b_is_k_major(&p),
+        );
         if dtype == DType::Tf32 {
             assert!(ak && bk, "tf32 operands are always read K-major");
         } else {
@@ -208,7 +259,14 @@ mod tests {
         let a_bytes = simulate_tma_esz(sa, &a_boxes(c, ak), ta.box_dims[1], ak, esz, &mut a_smem);
         let mut b_bytes = 0;
         for rank in 0..c.cluster_m {
-            b_bytes += simulate_tma_esz(sb, &b_boxes(c, bk, rank), tb.box_dims[1], bk, esz, &mut b_smem);
+            b_bytes += simulate_tma_esz(
+                sb,
+                &b_boxes(c, bk, rank),
+                tb.box_dims[1],
+                bk,
+                esz,
+                &mut b_smem,
+            );
         }
         assert_eq!(ta.box_dims[0] * esz, 128);
         assert_eq!(tb.box_dims[0] * esz, 128);
@@ -226,21 +284,40 @@ mod tests {
                     let d = descriptor(a_base + a_desc_offset(ak, mi, kk), ak);
                     for x in 0..64 {
                         for y in 0..kk_elems {
-                            let row0 = if c.pingpong || c.split_n { 0 } else { cw * c.rows_per_consumer() };
+                            let row0 = if c.pingpong || c.split_n {
+                                0
+                            } else {
+                                cw * c.rows_per_consumer()
+                            };
                             let want = (row0 + mi * 64 + x, kk * kk_elems + y);
                             let addr = wgmma_addr_esz(d, ak, esz, x, y);
-                            assert_eq!(a_smem.get(&addr), Some(&want), "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}");
+                            assert_eq!(
+                                a_smem.get(&addr),
+                                Some(&want),
+                                "A {la:?} cw {cw} mi {mi} kk {kk} elem ({x},{y}) {c:?}"
+                            );
                         }
                     }
                 }
                 for ni in 0..c.n_iters() {
-                    let d = descriptor(sb + cw * b_consumer_offset(c) + b_desc_offset(c, bk, ni, kk), bk);
-                    let col0 = if c.split_n { cw * c.cols_per_consumer() } else { 0 };
+                    let d = descriptor(
+                        sb + cw * b_consumer_offset(c) + b_desc_offset(c, bk, ni, kk),
+                        bk,
+                    );
+                    let col0 = if c.split_n {
+                        cw * c.cols_per_consumer()
+                    } else {
+                        0
+                    };
                     for x in 0..c.wgmma_n {
                         for y in 0..kk_elems {
                             let want = (col0 + ni * c.wgmma_n + x, kk * kk_elems + y);
                             let addr = wgmma_addr_esz(d, bk, esz, x, y);
-                            assert_eq!(b_smem.get(&addr), Some(&want), "B {lb:?} ni {ni} kk {kk} elem ({x},{y}) {c:?}");
+                            assert_eq!(
+                                b_smem.get(&addr),
+                                Some(&want),
+                                "B {lb:?} ni {ni} kk {kk} elem ({x},{y}) {c:?}"
+                            );
                         }
                     }
                 }
@@ -278,12 +355,31 @@ mod tests {
             cfg(64, 64, 1, 64, 1),
             cfg(128, 192, 2, 192, 1),
             cfg(64, 256, 1, 128, 2),
-            WgmmaConfig { pingpong: true, ..cfg(128, 128, 2, 128, 1) },
-            WgmmaConfig { pingpong: true, ..cfg(64, 256, 2, 256, 1) },
-            WgmmaConfig { pingpong: true, split_k: 2, ..cfg(64, 128, 2, 64, 2) },
-            WgmmaConfig { split_n: true, ..cfg(64, 128, 2, 64, 1) },
-            WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 128, 2) },
-            WgmmaConfig { split_n: true, ..cfg(128, 256, 2, 64, 1) },
+            WgmmaConfig {
+                pingpong: true,
+                ..cfg(128, 128, 2, 128, 1)
+            },
+            WgmmaConfig {
+                pingpong: true,
+                ..cfg(64, 256, 2, 256, 1)
+            },
+            WgmmaConfig {
+                pingpong: true,
+                split_k: 2,
+                ..cfg(64, 128, 2, 64, 2)
+            },
+            WgmmaConfig {
+                split_n: true,
+                ..cfg(64, 128, 2, 64, 1)
+            },
+            WgmmaConfig {
+                split_n: true,
+                ..cfg(128, 256, 2, 128, 2)
+            },
+            WgmmaConfig {
+                split_n: true,
+                ..cfg(128, 256, 2, 64, 1)
+            },
             cfg(192, 160, 3, 160, 1),
         ];
         for c in &configs {
@@ -294,7 +390,10 @@ mod tests {
             }
         }
         // Two consumers splitting 160 columns (m64n80 wgmmas): K-major B only.
-        let sn160 = WgmmaConfig { split_n: true, ..cfg(192, 160, 2, 80, 1) };
+        let sn160 = WgmmaConfig {
+            split_n: true,
+            ..cfg(192, 160, 2, 80, 1)
+        };
         for la in [Layout::Row, Layout::Col] {
             check_layout(la, Layout::Col, &sn160);
         }
@@ -310,10 +409,19 @@ mod tests {
             t(cfg(64, 64, 1, 64, 1)),
             t(cfg(256, 128, 2, 128, 1)),
             t(cfg(128, 192, 2, 192, 1)),
-            WgmmaConfig { pingpong: true, ..t(cfg(64, 256, 2, 256, 1)) },
-            WgmmaConfig { split_n: true, ..t(cfg(64, 256, 2, 128, 1)) },
+            WgmmaConfig {
+                pingpong: true,
+                ..t(cfg(64, 256, 2, 256, 1))
+            },
+            WgmmaConfig {
+                split_n: true,
+                ..t(cfg(64, 256, 2, 128, 1))
+            },
             t(cfg(192, 160, 3, 160, 1)),
-            WgmmaConfig { split_n: true, ..t(cfg(192, 160, 2, 80, 1)) },
+            WgmmaConfig {
+                split_n: true,
+                ..t(cfg(192, 160, 2, 80, 1))
+            },
         ];
         for c in &configs {
             for la in [Layout::Row, Layout::Col] {
@@ -327,12 +435,21 @@ mod tests {
     #[test]
     fn tf32_model_catches_a_16_bit_k_step() {
         // Sanity of the tf32 model: reading element (x, y) with 2-byte K steps misses it.
-        let c = WgmmaConfig { bk: 32, ..cfg(64, 64, 1, 64, 1) };
+        let c = WgmmaConfig {
+            bk: 32,
+            ..cfg(64, 64, 1, 64, 1)
+        };
         let mut smem = HashMap::new();
         simulate_tma_esz(0, &a_boxes(&c, true), 64, true, 4, &mut smem);
         let d = descriptor(a_desc_offset(true, 0, 1), true);
-        assert_eq!(smem.get(&wgmma_addr_esz(d, true, 4, 13, 5)), Some(&(13, 8 + 5)));
-        assert_ne!(smem.get(&wgmma_addr_esz(d, true, 2, 13, 5)), Some(&(13, 8 + 5)));
+        assert_eq!(
+            smem.get(&wgmma_addr_esz(d, true, 4, 13, 5)),
+            Some(&(13, 8 + 5))
+        );
+        assert_ne!(
+            smem.get(&wgmma_addr_esz(d, true, 2, 13, 5)),
+            Some(&(13, 8 + 5))
+        );
     }
 
     #[test]

@@ -18,7 +18,11 @@ pub const DESC_LBO_MN_MAJOR: u64 = 64 * 128;
 /// The constant (non-address) bits of a 128B-swizzled wgmma shared-memory descriptor:
 /// LBO >> 4 at bits 16-29, SBO >> 4 at bits 32-45, swizzle mode at bits 62-63, base offset 0.
 pub fn descriptor_bits(k_major: bool) -> u64 {
-    let lbo = if k_major { DESC_LBO_K_MAJOR } else { DESC_LBO_MN_MAJOR };
+    let lbo = if k_major {
+        DESC_LBO_K_MAJOR
+    } else {
+        DESC_LBO_MN_MAJOR
+    };
     ((lbo >> 4) & 0x3FFF) << 16 | ((DESC_SBO_BYTES >> 4) & 0x3FFF) << 32 | DESC_SWIZZLE_128B << 62
 }
 
@@ -91,11 +95,18 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
     w.line("asm volatile(");
     w.line("  \"{\\n.reg .pred p;\\n\"");
     w.line(format!("  \"setp.ne.b32 p, %{}, 0;\\n\"", regs + 2));
-    w.line(format!("  \"{}\\n}}\\n\"", wgmma_instruction(n, dtype, trans_a, trans_b)));
+    w.line(format!(
+        "  \"{}\\n}}\\n\"",
+        wgmma_instruction(n, dtype, trans_a, trans_b)
+    ));
     let outs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
     for (i, chunk) in outs.chunks(8).enumerate() {
         let lead = if i == 0 { ": " } else { "  " };
-        w.line(format!("  {lead}{}{}", chunk.join(", "), if (i + 1) * 8 < outs.len() { "," } else { "" }));
+        w.line(format!(
+            "  {lead}{}{}",
+            chunk.join(", "),
+            if (i + 1) * 8 < outs.len() { "," } else { "" }
+        ));
     }
     w.line("  : \"l\"(da), \"l\"(db), \"r\"(scale_d)");
     w.line("  : \"memory\");");
@@ -243,9 +254,14 @@ mod tests {
     fn instruction_is_generated_from_n() {
         for n in [64u32, 128, 192, 256] {
             let s = wgmma_instruction(n, DType::Bf16, false, true);
-            assert!(s.starts_with(&format!("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{%0, %1,")));
+            assert!(s.starts_with(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{%0, %1,"
+            )));
             assert!(s.contains(&format!("%{}}}", n / 2 - 1)), "{s}");
-            assert!(s.ends_with(&format!("%{}, %{}, p, 1, 1, 0, 1;", n / 2, n / 2 + 1)), "{s}");
+            assert!(
+                s.ends_with(&format!("%{}, %{}, p, 1, 1, 0, 1;", n / 2, n / 2 + 1)),
+                "{s}"
+            );
         }
         assert!(wgmma_instruction(64, DType::F16, true, false).contains(".f32.f16.f16"));
     }
@@ -254,12 +270,24 @@ mod tests {
     fn tf32_instruction_is_k8_without_transpose_immediates() {
         for n in [64u32, 128, 192, 256] {
             let s = wgmma_instruction(n, DType::Tf32, false, false);
-            assert!(s.starts_with(&format!("wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{%0, %1,")), "{s}");
-            assert!(s.ends_with(&format!("%{}, %{}, p, 1, 1;", n / 2, n / 2 + 1)), "{s}");
+            assert!(
+                s.starts_with(&format!(
+                    "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{%0, %1,"
+                )),
+                "{s}"
+            );
+            assert!(
+                s.ends_with(&format!("%{}, %{}, p, 1, 1;", n / 2, n / 2 + 1)),
+                "{s}"
+            );
         }
         assert_eq!(wgmma_fn_name(256, DType::Tf32), "wgmma_m64n256k8");
         assert_eq!(wgmma_fn_name(256, DType::Bf16), "wgmma_m64n256k16");
-        assert_eq!(wgmma_k(DType::Tf32) * 4, wgmma_k(DType::F16) * 2, "32 bytes of K per instruction");
+        assert_eq!(
+            wgmma_k(DType::Tf32) * 4,
+            wgmma_k(DType::F16) * 2,
+            "32 bytes of K per instruction"
+        );
     }
 
     #[test]

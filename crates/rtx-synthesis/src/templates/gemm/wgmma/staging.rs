@@ -54,7 +54,10 @@ pub fn staging(p: &GemmProblem) -> Staging {
     if p.dtype != DType::Tf32 {
         return Staging::default();
     }
-    Staging { a: p.layout_a == Layout::Col, b: p.layout_b == Layout::Row }
+    Staging {
+        a: p.layout_a == Layout::Col,
+        b: p.layout_b == Layout::Row,
+    }
 }
 
 /// Row pitch (elements) of a staged copy: K rounded up to a multiple of 4 (16-byte rows).
@@ -108,12 +111,20 @@ pub fn kernel_problem(p: &GemmProblem) -> GemmProblem {
     if s.a {
         q.layout_a = Layout::Row;
         q.lda = ld;
-        q.stride_a = if copies(p, p.stride_a) > 1 { p.m as u64 * ld as u64 } else { 0 };
+        q.stride_a = if copies(p, p.stride_a) > 1 {
+            p.m as u64 * ld as u64
+        } else {
+            0
+        };
     }
     if s.b {
         q.layout_b = Layout::Col;
         q.ldb = ld;
-        q.stride_b = if copies(p, p.stride_b) > 1 { p.n as u64 * ld as u64 } else { 0 };
+        q.stride_b = if copies(p, p.stride_b) > 1 {
+            p.n as u64 * ld as u64
+        } else {
+            0
+        };
     }
     q
 }
@@ -122,8 +133,16 @@ pub fn kernel_problem(p: &GemmProblem) -> GemmProblem {
 pub fn prepass_tiles(p: &GemmProblem) -> (u64, u64) {
     let s = staging(p);
     let tk = p.k.div_ceil(TILE_K) as u64;
-    let a = if s.a { tk * p.m.div_ceil(TILE_MN) as u64 } else { 0 };
-    let b = if s.b { tk * p.n.div_ceil(TILE_MN) as u64 } else { 0 };
+    let a = if s.a {
+        tk * p.m.div_ceil(TILE_MN) as u64
+    } else {
+        0
+    };
+    let b = if s.b {
+        tk * p.n.div_ceil(TILE_MN) as u64
+    } else {
+        0
+    };
     (a, b)
 }
 
@@ -200,13 +219,35 @@ mod tests {
         let tk = p.k.div_ceil(TILE_K) as usize;
         for bt in 0..p.batch as usize {
             let (ta, tb) = prepass_tiles(p);
-            let ta = if s.a && (bt == 0 || p.stride_a != 0) { ta as usize } else { 0 };
-            let tb = if s.b && (bt == 0 || p.stride_b != 0) { tb as usize } else { 0 };
+            let ta = if s.a && (bt == 0 || p.stride_a != 0) {
+                ta as usize
+            } else {
+                0
+            };
+            let tb = if s.b && (bt == 0 || p.stride_b != 0) {
+                tb as usize
+            } else {
+                0
+            };
             for t in 0..ta + tb {
                 let (src, dst, cols, ld, stride, u) = if t < ta {
-                    (a, &mut sa, p.m as usize, p.lda as usize, p.stride_a as usize, t)
+                    (
+                        a,
+                        &mut sa,
+                        p.m as usize,
+                        p.lda as usize,
+                        p.stride_a as usize,
+                        t,
+                    )
                 } else {
-                    (b, &mut sb, p.n as usize, p.ldb as usize, p.stride_b as usize, t - ta)
+                    (
+                        b,
+                        &mut sb,
+                        p.n as usize,
+                        p.ldb as usize,
+                        p.stride_b as usize,
+                        t - ta,
+                    )
                 };
                 let (r0, c0) = ((u % tk) * TILE_K as usize, (u / tk) * TILE_MN as usize);
                 let dbase = if stride != 0 { bt * cols * ldt } else { 0 };
@@ -255,7 +296,10 @@ mod tests {
             }
         }
         assert_eq!(staging_bytes(&p), staged_a_bytes(&p) + staged_b_bytes(&p));
-        assert_eq!(staged_a_bytes(&p), (3 * 70 * 132 * 4u64).div_ceil(256) * 256);
+        assert_eq!(
+            staged_a_bytes(&p),
+            (3 * 70 * 132 * 4u64).div_ceil(256) * 256
+        );
     }
 
     #[test]

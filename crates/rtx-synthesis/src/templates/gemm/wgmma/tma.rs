@@ -36,7 +36,9 @@ impl TmaSwizzle {
 
     /// The swizzle whose span is `bytes` (32, 64 or 128), if any.
     pub fn spanning(bytes: u32) -> Option<TmaSwizzle> {
-        [TmaSwizzle::B32, TmaSwizzle::B64, TmaSwizzle::B128].into_iter().find(|s| s.span_bytes() == u64::from(bytes))
+        [TmaSwizzle::B32, TmaSwizzle::B64, TmaSwizzle::B128]
+            .into_iter()
+            .find(|s| s.span_bytes() == u64::from(bytes))
     }
 }
 
@@ -78,7 +80,9 @@ impl TmaDesc {
         }
         for (i, &s) in self.strides[..r - 1].iter().enumerate() {
             if s % 16 != 0 || s >= 1 << 40 {
-                return e(format!("strides[{i}] = {s} bytes: must be a multiple of 16 and < 2^40"));
+                return e(format!(
+                    "strides[{i}] = {s} bytes: must be a multiple of 16 and < 2^40"
+                ));
             }
         }
         for (i, &b) in self.box_dims[..r].iter().enumerate() {
@@ -88,11 +92,15 @@ impl TmaDesc {
         }
         let inner = self.box_dims[0] as u64 * self.dtype.size_bytes() as u64;
         if !inner.is_multiple_of(16) {
-            return e(format!("inner box extent {inner} bytes is not a multiple of 16"));
+            return e(format!(
+                "inner box extent {inner} bytes is not a multiple of 16"
+            ));
         }
         let span = self.swizzle.span_bytes();
         if span != 0 && inner > span {
-            return e(format!("inner box extent {inner} bytes exceeds the {span}-byte swizzle span"));
+            return e(format!(
+                "inner box extent {inner} bytes exceeds the {span}-byte swizzle span"
+            ));
         }
         Ok(())
     }
@@ -132,10 +140,22 @@ pub(crate) fn b_is_k_major(p: &GemmProblem) -> bool {
 /// One matrix's map (an operand, or C for the TMA store): `rows x cols` of `dtype` as stored
 /// (cols contiguous), leading dimension `ld`, batch stride `stride` (elements; 0 broadcasts) and
 /// the `(inner, outer)` box.
-fn operand_map(p: &GemmProblem, dtype: DType, rows: u32, cols: u32, ld: u32, stride: u64, box_dims: [u32; 2]) -> TmaDesc {
+fn operand_map(
+    p: &GemmProblem,
+    dtype: DType,
+    rows: u32,
+    cols: u32,
+    ld: u32,
+    stride: u64,
+    box_dims: [u32; 2],
+) -> TmaDesc {
     let esz = dtype.size_bytes() as u64;
     let row_bytes = ld as u64 * esz;
-    let (batch_dim, batch_stride) = if p.batch > 1 && stride != 0 { (p.batch as u64, stride * esz) } else { (1, rows as u64 * row_bytes) };
+    let (batch_dim, batch_stride) = if p.batch > 1 && stride != 0 {
+        (p.batch as u64, stride * esz)
+    } else {
+        (1, rows as u64 * row_bytes)
+    };
     TmaDesc {
         dtype,
         rank: 3,
@@ -171,7 +191,15 @@ pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
 pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     let q = kernel_problem(p);
     if q.layout_b == Layout::Col {
-        operand_map(&q, q.dtype, q.n, q.k, q.ldb, q.stride_b, [c.bk, c.bn / c.cluster_m.max(1)])
+        operand_map(
+            &q,
+            q.dtype,
+            q.n,
+            q.k,
+            q.ldb,
+            q.stride_b,
+            [c.bk, c.bn / c.cluster_m.max(1)],
+        )
     } else {
         operand_map(&q, q.dtype, q.k, q.n, q.ldb, q.stride_b, [MN_BOX, c.bk])
     }
@@ -188,8 +216,20 @@ pub fn epi_box_cols(p: &GemmProblem, c: &WgmmaConfig) -> u32 {
 /// 64-byte span). The copy engine clips the boxes at N and M, so the padding columns of a
 /// padded `ldc` are never written.
 pub fn tma_desc_c(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    let swizzle = TmaSwizzle::spanning(c.epi_span_bytes()).expect("TMA-store spans are 64 or 128 bytes");
-    TmaDesc { swizzle, ..operand_map(p, p.epilogue.out_dtype, p.m, p.n, p.ldc, p.stride_c, [epi_box_cols(p, c), EPI_WARP_ROWS]) }
+    let swizzle =
+        TmaSwizzle::spanning(c.epi_span_bytes()).expect("TMA-store spans are 64 or 128 bytes");
+    TmaDesc {
+        swizzle,
+        ..operand_map(
+            p,
+            p.epilogue.out_dtype,
+            p.m,
+            p.n,
+            p.ldc,
+            p.stride_c,
+            [epi_box_cols(p, c), EPI_WARP_ROWS],
+        )
+    }
 }
 
 #[cfg(test)]
@@ -219,7 +259,10 @@ mod tests {
     fn nt_maps_are_k_major_with_full_tile_boxes() {
         let p = GemmProblem::new(4000, 3000, 1000, DType::Bf16, Layout::Row, Layout::Col);
         let a = tma_desc_a(&p, &cfg());
-        assert_eq!((a.dims, a.strides, a.box_dims), ([1000, 4000, 1], [2000, 2000 * 4000], [64, 128, 1]));
+        assert_eq!(
+            (a.dims, a.strides, a.box_dims),
+            ([1000, 4000, 1], [2000, 2000 * 4000], [64, 128, 1])
+        );
         let b = tma_desc_b(&p, &cfg());
         assert_eq!((b.dims, b.box_dims), ([1000, 3000, 1], [64, 256, 1]));
         a.validate().unwrap();
@@ -230,7 +273,10 @@ mod tests {
     fn nn_b_map_is_n_major_and_batched() {
         let p = GemmProblem::nn(256, 512, 128, DType::F16).batched(3);
         let b = tma_desc_b(&p, &cfg());
-        assert_eq!((b.dims, b.strides, b.box_dims), ([512, 128, 3], [1024, 128 * 512 * 2], [64, 64, 1]));
+        assert_eq!(
+            (b.dims, b.strides, b.box_dims),
+            ([512, 128, 3], [1024, 128 * 512 * 2], [64, 64, 1])
+        );
         b.validate().unwrap();
         assert_eq!(b.cu_data_type(), 6);
         assert_eq!(b.cu_swizzle(), 3);
@@ -242,14 +288,24 @@ mod tests {
         // NT: read in place.
         let p = GemmProblem::new(1000, 1000, 1000, DType::Tf32, Layout::Row, Layout::Col);
         let a = tma_desc_a(&p, &c);
-        assert_eq!((a.dims, a.strides, a.box_dims), ([1000, 1000, 1], [4000, 4000 * 1000], [32, 128, 1]));
+        assert_eq!(
+            (a.dims, a.strides, a.box_dims),
+            ([1000, 1000, 1], [4000, 4000 * 1000], [32, 128, 1])
+        );
         assert_eq!(a.cu_data_type(), 7, "FLOAT32");
-        assert_eq!(a.box_dims[0] as u64 * 4, a.swizzle.span_bytes(), "inner box = one 128B swizzle span");
+        assert_eq!(
+            a.box_dims[0] as u64 * 4,
+            a.swizzle.span_bytes(),
+            "inner box = one 128B swizzle span"
+        );
         a.validate().unwrap();
         // NN, batched: B is read from its staged N x K copy (pitch K rounded to 4).
         let nn = GemmProblem::nn(256, 300, 1001, DType::Tf32).batched(2);
         let b = tma_desc_b(&nn, &c);
-        assert_eq!((b.dims, b.strides, b.box_dims), ([1001, 300, 2], [1004 * 4, 300 * 1004 * 4], [32, 256, 1]));
+        assert_eq!(
+            (b.dims, b.strides, b.box_dims),
+            ([1001, 300, 2], [1004 * 4, 300 * 1004 * 4], [32, 256, 1])
+        );
         b.validate().unwrap();
         assert!(b_is_k_major(&nn) && a_is_k_major(&nn));
         let tt = GemmProblem::new(256, 300, 1000, DType::Tf32, Layout::Col, Layout::Row);
@@ -261,7 +317,11 @@ mod tests {
     #[test]
     fn validate_rejects_unaligned_strides_and_wide_boxes() {
         let p = GemmProblem::new(64, 64, 100, DType::Bf16, Layout::Row, Layout::Col);
-        assert!(tma_desc_a(&p, &cfg()).validate().unwrap_err().0.contains("strides[0]"));
+        assert!(tma_desc_a(&p, &cfg())
+            .validate()
+            .unwrap_err()
+            .0
+            .contains("strides[0]"));
         let mut d = tma_desc_a(&GemmProblem::nn(64, 64, 64, DType::Bf16), &cfg());
         d.box_dims[0] = 128;
         assert!(d.validate().unwrap_err().0.contains("swizzle span"));
@@ -272,17 +332,32 @@ mod tests {
         let mut p = GemmProblem::nn(300, 520, 64, DType::Bf16);
         p.ldc = 528;
         let c = tma_desc_c(&p, &cfg());
-        assert_eq!((c.dims, c.strides, c.box_dims), ([520, 300, 1], [1056, 1056 * 300], [64, 16, 1]));
+        assert_eq!(
+            (c.dims, c.strides, c.box_dims),
+            ([520, 300, 1], [1056, 1056 * 300], [64, 16, 1])
+        );
         assert_eq!(c.swizzle, TmaSwizzle::B128);
         c.validate().unwrap();
         // 160 columns per consumer: 64-byte boxes (32 bf16 columns) with the 64-byte swizzle.
-        let t160 = WgmmaConfig { bm: 192, bn: 160, consumers: 3, wgmma_n: 160, ..cfg() };
+        let t160 = WgmmaConfig {
+            bm: 192,
+            bn: 160,
+            consumers: 3,
+            wgmma_n: 160,
+            ..cfg()
+        };
         let n = tma_desc_c(&p, &t160);
-        assert_eq!((n.box_dims, n.swizzle, n.cu_swizzle()), ([32, 16, 1], TmaSwizzle::B64, 2));
+        assert_eq!(
+            (n.box_dims, n.swizzle, n.cu_swizzle()),
+            ([32, 16, 1], TmaSwizzle::B64, 2)
+        );
         n.validate().unwrap();
         p.epilogue.out_dtype = DType::F32;
         let f = tma_desc_c(&p, &cfg());
-        assert_eq!((f.box_dims, f.strides[0], f.cu_data_type()), ([32, 16, 1], 528 * 4, 7));
+        assert_eq!(
+            (f.box_dims, f.strides[0], f.cu_data_type()),
+            ([32, 16, 1], 528 * 4, 7)
+        );
         f.validate().unwrap();
         assert_eq!(tma_desc_c(&p, &t160).box_dims, [16, 16, 1]);
     }
