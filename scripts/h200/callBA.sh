@@ -13,8 +13,7 @@
 # Build here first if .devrun is gone (the base must hold the adopted kernels, 858a3b6 or later
 # without kernel changes):
 #   cargo xtask gpu-bundle --out .devrun --tests none
-#   git apply docs/runs/2026-12-05/callBA/exp.patch && cargo xtask gpu-bundle --out .devrun/exp --tests none; git checkout crates
-# (the patch applies at 40d8bdc, before the rustfmt commit: build it from a worktree there)
+#   cargo xtask gpu-bundle --out .devrun/exp --tests none --patch docs/runs/2026-12-05/callBA/exp.patch --at 40d8bdc
 # Run: B=$PWD/.devrun bash scripts/h200/callBA.sh (about 6 minutes; timeout_s 480).
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBA.tgz . ; }

@@ -5,9 +5,8 @@
 # adopted build ($B/rtx-bench) and the experiment build with RTX_EXP_L2P=128 ($B/exp/rtx-bench,
 # docs/runs/2026-12-05/callBA/exp.patch) at 512^3, 1024^3 and 2048^3 bf16+f16, then Nsight
 # Compute kernel durations at 1024^3 for both (five launches each).
-# The patch applies at 40d8bdc (before the rustfmt commit):
-#   git worktree add /tmp/exp 40d8bdc && (cd /tmp/exp && git apply $OLDPWD/docs/runs/2026-12-05/callBA/exp.patch \
-#     && cargo xtask gpu-bundle --out $OLDPWD/.devrun/exp --tests none)
+# Build: cargo xtask gpu-bundle --out .devrun --tests none
+#        cargo xtask gpu-bundle --out .devrun/exp --tests none --patch docs/runs/2026-12-05/callBA/exp.patch --at 40d8bdc
 # Run: B=$PWD/.devrun bash scripts/h200/callBB.sh (about 4 minutes; timeout_s 360). N=8 runs eight rounds.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBB.tgz . ; }

@@ -1,5 +1,10 @@
 //! `cargo xtask gpu-bundle`: release test binaries + the bench binary in one folder that runs on
 //! a GPU machine with no cargo (`run.sh` inside runs them all).
+//!
+//! With `--patch FILE [--at REV]` it builds an experiment instead: a temporary git worktree of
+//! `REV` (default `HEAD`) with the patch applied, so the checkout itself is never modified and a
+//! patch written against an older commit still builds. `BUILD` then names the commit and the
+//! patch's blob hash, and the patch is copied into the bundle.
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
@@ -7,9 +12,9 @@ use std::process::{Command, Stdio};
 
 const RUN_SH: &str = include_str!("gpu_bundle_run.sh");
 
-fn cargo() -> Command {
+fn cargo(src: &Path) -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    c.current_dir(crate::root())
+    c.current_dir(src)
         // A stripped, self-contained build of its own, so the bundle stays small enough to carry.
         .env("CARGO_PROFILE_RELEASE_STRIP", "true")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
@@ -65,9 +70,9 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
     out
 }
 
-fn build(args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
-    eprintln!("xtask: cargo {}", args.join(" "));
-    let o = cargo()
+fn build(src: &Path, args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
+    eprintln!("xtask: cargo {} (in {})", args.join(" "), src.display());
+    let o = cargo(src)
         .args(args)
         .args(["--message-format=json"])
         .stderr(Stdio::inherit())
@@ -120,17 +125,21 @@ fn test_args(only: Option<&[String]>) -> Result<Option<Vec<String>>> {
     Ok(Some(args))
 }
 
+/// `git ARGS` in `dir`; `None` when git is missing or fails.
+fn git(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
+    Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+}
+
 /// `<commit>` of the tree the bundle was built from, `+dirty` when tracked files differ from it
 /// (an experiment build), or `unknown` outside a git checkout.
 fn build_id() -> String {
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .current_dir(crate::root())
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-    };
+    let root = crate::root();
+    let git = |args: &[&str]| git(&root, args);
     let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
         return "unknown".into();
     };
@@ -144,23 +153,135 @@ fn build_id() -> String {
     }
 }
 
-/// Builds the bench binaries and the chosen test binaries (see [`test_args`]) into `out`.
-pub fn run(out: &Path, only_tests: Option<&[String]>) -> Result<()> {
+/// An experiment's source tree: a detached worktree of `rev` with `patch` applied, removed on drop.
+struct PatchedTree {
+    dir: PathBuf,
+    /// `<short commit>+<patch file name>@<first 12 hex digits of its git blob hash>`.
+    id: String,
+}
+
+/// Distinguishes the worktrees of one process.
+fn next_tree_number() -> usize {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+impl PatchedTree {
+    fn new(patch: &Path, rev: &str) -> Result<Self> {
+        let root = crate::root();
+        let patch = std::fs::canonicalize(patch)
+            .with_context(|| format!("--patch {}: no such file", patch.display()))?;
+        let commit = git(
+            &root,
+            &[
+                "rev-parse",
+                "--short",
+                "--verify",
+                &format!("{rev}^{{commit}}"),
+            ],
+        )
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .with_context(|| format!("--at {rev}: not a commit of this repository"))?;
+        let blob = git(&root, &["hash-object", &patch.to_string_lossy()])
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .context("git hash-object failed on the patch")?;
+        let name = patch
+            .file_name()
+            .map_or_else(|| "patch".into(), |n| n.to_string_lossy().into_owned());
+        let dir = root.join("target/gpu-bundle-worktrees").join(format!(
+            "{commit}-{}-{}",
+            std::process::id(),
+            next_tree_number()
+        ));
+        if dir.exists() {
+            let _ = git(
+                &root,
+                &["worktree", "remove", "--force", &dir.to_string_lossy()],
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        let added = Command::new("git")
+            .args(["worktree", "add", "--detach", "--quiet"])
+            .arg(&dir)
+            .arg(&commit)
+            .current_dir(&root)
+            .status()
+            .context("running git worktree add")?;
+        if !added.success() {
+            bail!(
+                "git worktree add {} {commit} failed ({added})",
+                dir.display()
+            );
+        }
+        let tree = PatchedTree {
+            dir,
+            id: format!("{commit}+{name}@{}", &blob[..blob.len().min(12)]),
+        };
+        let applied = Command::new("git")
+            .args(["apply", "--whitespace=nowarn"])
+            .arg(&patch)
+            .current_dir(&tree.dir)
+            .status()
+            .context("running git apply")?;
+        if !applied.success() {
+            bail!(
+                "--patch {} does not apply at {commit} (git apply said why above); name the commit it was written against with --at",
+                patch.display()
+            );
+        }
+        Ok(tree)
+    }
+}
+
+impl Drop for PatchedTree {
+    fn drop(&mut self) {
+        let root = crate::root();
+        if git(
+            &root,
+            &["worktree", "remove", "--force", &self.dir.to_string_lossy()],
+        )
+        .is_none()
+        {
+            let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = git(&root, &["worktree", "prune"]);
+        }
+    }
+}
+
+/// Builds the bench binaries and the chosen test binaries (see [`test_args`]) into `out`, from
+/// this checkout, or with `patch` from a worktree of `at` (default `HEAD`) with the patch applied.
+pub fn run(
+    out: &Path,
+    only_tests: Option<&[String]>,
+    patch: Option<&Path>,
+    at: Option<&str>,
+) -> Result<()> {
     let test_cmd = test_args(only_tests)?;
+    if at.is_some() && patch.is_none() {
+        bail!("--at needs --patch (it names the commit the patch is applied to)");
+    }
     let out = if out.is_absolute() {
         out.to_path_buf()
     } else {
         crate::root().join(out)
     };
+    let tree = patch
+        .map(|p| PatchedTree::new(p, at.unwrap_or("HEAD")))
+        .transpose()?;
+    let src = tree.as_ref().map_or_else(crate::root, |t| t.dir.clone());
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
     }
     std::fs::create_dir_all(out.join("tests"))?;
     let tests = match &test_cmd {
-        Some(args) => build(&args.iter().map(String::as_str).collect::<Vec<_>>(), true)?,
+        Some(args) => build(
+            &src,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+            true,
+        )?,
         None => Vec::new(),
     };
-    let bins = build(&["build", "--release", "-p", "rtx-bench"], false)?;
+    let bins = build(&src, &["build", "--release", "-p", "rtx-bench"], false)?;
     for (label, exe) in &tests {
         copy_exe(exe, &out.join("tests").join(label))?;
     }
@@ -174,7 +295,14 @@ pub fn run(out: &Path, only_tests: Option<&[String]>) -> Result<()> {
     if anchors.is_file() {
         std::fs::copy(&anchors, out.join("torch_anchors.py"))?;
     }
-    std::fs::write(out.join("BUILD"), format!("{}\n", build_id()))?;
+    let id = match (&tree, patch) {
+        (Some(t), Some(p)) => {
+            std::fs::copy(p, out.join("exp.patch"))?;
+            t.id.clone()
+        }
+        _ => build_id(),
+    };
+    std::fs::write(out.join("BUILD"), format!("{id}\n"))?;
     // Committed baselines and tuning fixtures travel with the bundle.
     let run = out.join("run.sh");
     std::fs::write(&run, RUN_SH)?;
@@ -214,7 +342,71 @@ fn walk_size(p: &Path) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::test_args;
+    use super::{test_args, PatchedTree};
+    use std::path::Path;
+
+    /// A patch that adds one line at the end of the README of `HEAD`.
+    fn readme_patch(dir: &Path, line: &str) -> std::path::PathBuf {
+        let head = std::process::Command::new("git")
+            .args(["show", "HEAD:README.md"])
+            .current_dir(crate::root())
+            .output()
+            .unwrap();
+        assert!(head.status.success(), "this test needs the git checkout");
+        let text = String::from_utf8(head.stdout).unwrap();
+        let n = text.lines().count();
+        let last = text.lines().last().unwrap();
+        let patch =
+            format!("--- a/README.md\n+++ b/README.md\n@@ -{n},1 +{n},2 @@\n {last}\n+{line}\n");
+        let p = dir.join(format!("{line}.patch"));
+        std::fs::write(&p, patch).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_patch_builds_in_its_own_worktree_and_the_checkout_is_untouched() {
+        let tmp = std::env::temp_dir().join(format!("rtx-xtask-patch-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let patch = readme_patch(&tmp, "experiment-line");
+        let dir;
+        {
+            let tree = PatchedTree::new(&patch, "HEAD").unwrap();
+            dir = tree.dir.clone();
+            let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+            assert!(readme.ends_with("experiment-line\n"), "patch not applied");
+            assert!(tree.id.contains("+experiment-line.patch@"), "{}", tree.id);
+            let ours = std::fs::read_to_string(crate::root().join("README.md")).unwrap();
+            assert!(!ours.contains("experiment-line"));
+        }
+        assert!(!dir.exists(), "the worktree outlived the build");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn a_patch_that_does_not_apply_and_a_bad_commit_are_named() {
+        let tmp = std::env::temp_dir().join(format!("rtx-xtask-badpatch-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).unwrap();
+        let bad = tmp.join("bad.patch");
+        std::fs::write(
+            &bad,
+            "--- a/README.md\n+++ b/README.md\n@@ -1,1 +1,1 @@\n-no such line in the readme\n+x\n",
+        )
+        .unwrap();
+        let e = PatchedTree::new(&bad, "HEAD").err().unwrap().to_string();
+        assert!(e.contains("does not apply at"), "{e}");
+        let good = readme_patch(&tmp, "another-line");
+        let e = PatchedTree::new(&good, "no-such-rev-xyz")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--at no-such-rev-xyz"), "{e}");
+        let e = PatchedTree::new(&tmp.join("missing.patch"), "HEAD")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("no such file"), "{e}");
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()

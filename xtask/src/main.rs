@@ -52,6 +52,13 @@ enum Cmd {
         /// or `none` for the binaries alone; default: every test of the workspace.
         #[arg(long, value_delimiter = ',')]
         tests: Option<Vec<String>>,
+        /// Build an experiment: this patch applied to a temporary worktree of `--at` (the
+        /// checkout is not touched); `BUILD` names the commit and the patch.
+        #[arg(long)]
+        patch: Option<std::path::PathBuf>,
+        /// The commit the patch applies to (default `HEAD`).
+        #[arg(long, requires = "patch")]
+        at: Option<String>,
     },
     /// Inspect or clear the kernel cache.
     Cache {
@@ -82,7 +89,12 @@ fn main() -> Result<()> {
         Cmd::Fmt => test::fmt_check(),
         Cmd::Docs => test::docs(),
         Cmd::Bench { reprofile, args } => bench::run(&bench::rtx_bench_args(reprofile, args)),
-        Cmd::GpuBundle { out, tests } => gpu_bundle::run(&out, tests.as_deref()),
+        Cmd::GpuBundle {
+            out,
+            tests,
+            patch,
+            at,
+        } => gpu_bundle::run(&out, tests.as_deref(), patch.as_deref(), at.as_deref()),
         Cmd::Tune { args } => tune::run(&args),
         Cmd::Codegen(args) => codegen::run(&args),
         Cmd::Cache { cmd } => {
