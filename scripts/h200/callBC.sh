@@ -8,6 +8,7 @@
 # multicasts A; rank r loads rows [r BM/2, (r+1) BM/2) of A).
 # (1) correctness: the wgmma GPU cases with the switch on (every cluster case becomes A multicast);
 # (2) Nsight Compute at 1024x1024x4096: base cl1, base cl2 (B multicast), exp cl2 + CLN;
+# (2b) nvjet's SASS through Nsight's source page (TMA and barrier lines only);
 # (3) in-process slices (rtx-tune exhaustive, cuBLAS in the same process) at 1024x1024x4096 and
 #     1024^3 of the three.
 # Build:  cargo xtask gpu-bundle --out .devrun --tests none
@@ -31,6 +32,14 @@ for v in base_cl1 base_cl2 cln_cl2; do
   echo "ncu $v rc=$?"; grep -E "gpu__time|lts2lrc|requests" $R/ncu_$v.log | sed 's/  */ /g' | head -9
   pack
 done
+# nvjet's SASS (Nsight's source page): does it multicast (UTMALDG ... MULTICAST), and how many
+# TMA loads per k-block? Only the TMA / barrier lines are kept.
+timeout 90 $NCU --clock-control none -k "regex:^nvjet" --launch-skip 4 --launch-count 1 --section SourceCounters \
+  --page source --print-source sass $B/rtx-bench --out $R/b_nv --no-progress --suite gemm --gemm-dtypes bf16 \
+  --gemm-shapes 1024x1024x4096 > $R/nvjet_sass_full.log 2>&1
+echo "nvjet sass rc=$?"; grep -E "UTMA|UBLKCP|SYNCS|MULTICAST|UCGABAR|ELECT" $R/nvjet_sass_full.log | sed 's/  */ /g' | cut -c1-160 > $R/nvjet_sass_tma.log
+wc -l < $R/nvjet_sass_tma.log; grep -c MULTICAST $R/nvjet_sass_tma.log; head -n 30 $R/nvjet_sass_tma.log
+rm -rf $R/b_nv $R/nvjet_sass_full.log; pack
 for s in 1024x1024x4096 1024x1024x1024; do
   for v in base_cl1 base_cl2 cln_cl2 base_cl1; do
     case $v in base_cl1) X=$B/rtx-tune; E=; C=1 ;; base_cl2) X=$B/rtx-tune; E=; C=2 ;; cln_cl2) X=$B/exp/rtx-tune; E=RTX_EXP_CLN=1; C=2 ;; esac
