@@ -39,7 +39,7 @@ timeout 90 $NCU --clock-control none -k "regex:^nvjet" --launch-skip 4 --launch-
   --gemm-shapes 1024x1024x4096 > $R/nvjet_sass_full.log 2>&1
 echo "nvjet sass rc=$?"; grep -E "UTMA|UBLKCP|SYNCS|MULTICAST|UCGABAR|ELECT" $R/nvjet_sass_full.log | sed 's/  */ /g' | cut -c1-160 > $R/nvjet_sass_tma.log
 wc -l < $R/nvjet_sass_tma.log; grep -c MULTICAST $R/nvjet_sass_tma.log; head -n 30 $R/nvjet_sass_tma.log
-rm -rf $R/b_nv $R/nvjet_sass_full.log; pack
+rm -rf $R/b_nv; pack
 for s in 1024x1024x4096 1024x1024x1024; do
   for v in base_cl1 base_cl2 cln_cl2 base_cl1; do
     case $v in base_cl1) X=$B/rtx-tune; E=; C=1 ;; base_cl2) X=$B/rtx-tune; E=; C=2 ;; cln_cl2) X=$B/exp/rtx-tune; E=RTX_EXP_CLN=1; C=2 ;; esac
