@@ -24,8 +24,6 @@ pub fn run(args: &[String]) -> Result<()> {
     cuda_env::run_with(&env, cmd, "cargo test --workspace")
 }
 
-/// `cargo doc --workspace --no-deps` with rustdoc warnings denied, so a renamed item cannot
-/// leave a dangling link in the API docs.
 /// `cargo fmt --all -- --check`: fails on any file rustfmt would change. Where the toolchain has
 /// no rustfmt, says so and passes (formatting is a review aid, not a correctness check).
 pub fn fmt_check() -> Result<()> {
@@ -49,6 +47,8 @@ pub fn fmt_check() -> Result<()> {
     Ok(())
 }
 
+/// `cargo doc --workspace --no-deps` with rustdoc warnings denied, so a renamed item cannot
+/// leave a dangling link in the API docs.
 pub fn docs() -> Result<()> {
     let flags = match std::env::var("RUSTDOCFLAGS") {
         Ok(f) if !f.trim().is_empty() => format!("{f} -D warnings"),
