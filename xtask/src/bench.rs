@@ -3,7 +3,6 @@
 
 use crate::cuda_env;
 use anyhow::Result;
-use std::process::Command;
 
 /// The `rtx-bench` arguments for `cargo xtask bench [--reprofile] ARGS...`.
 pub fn rtx_bench_args(reprofile: bool, args: Vec<String>) -> Vec<String> {
@@ -30,11 +29,8 @@ pub const CARGO_RUN: [&str; 7] = [
 /// Runs `rtx-bench` with `args`.
 pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(crate::root())
-        .args(CARGO_RUN)
-        .arg("--")
-        .args(args);
+    let mut cmd = crate::cargo();
+    cmd.args(CARGO_RUN).arg("--").args(args);
     cuda_env::run_with(&env, cmd, "rtx-bench")
 }
 

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 const RUN_SH: &str = include_str!("gpu_bundle_run.sh");
 
 fn cargo(src: &Path) -> Command {
-    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let mut c = crate::cargo();
     c.current_dir(src)
         // A stripped, self-contained build of its own, so the bundle stays small enough to carry.
         .env("CARGO_PROFILE_RELEASE_STRIP", "true")

@@ -113,6 +113,14 @@ fn main() -> Result<()> {
 }
 
 /// The workspace root (the parent of `xtask/`).
+/// `cargo` (the one running xtask, from `$CARGO`, else the one on `PATH`) in the workspace root.
+pub fn cargo() -> std::process::Command {
+    let mut c =
+        std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
 pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -2,15 +2,13 @@
 
 use crate::cuda_env;
 use anyhow::{bail, Result};
-use std::process::Command;
 
 /// Installs NVRTC when missing, then runs the whole workspace's tests with it required
 /// (so a CPU-side NVRTC compile can never silently skip here).
 pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(crate::root())
-        .args(["test", "--workspace"])
+    let mut cmd = crate::cargo();
+    cmd.args(["test", "--workspace"])
         .args(args)
         .env("RTX_REQUIRE_NVRTC", "1");
     if std::env::var_os("CARGO_BUILD_JOBS").is_none() {
@@ -27,8 +25,7 @@ pub fn run(args: &[String]) -> Result<()> {
 /// `cargo fmt --all -- --check`: fails on any file rustfmt would change. Where the toolchain has
 /// no rustfmt, says so and passes (formatting is a review aid, not a correctness check).
 pub fn fmt_check() -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let has_rustfmt = Command::new(&cargo)
+    let has_rustfmt = crate::cargo()
         .args(["fmt", "--version"])
         .output()
         .map(|o| o.status.success())
@@ -37,8 +34,7 @@ pub fn fmt_check() -> Result<()> {
         eprintln!("xtask: skipping the format check: this toolchain has no rustfmt (`rustup component add rustfmt`)");
         return Ok(());
     }
-    let status = Command::new(&cargo)
-        .current_dir(crate::root())
+    let status = crate::cargo()
         .args(["fmt", "--all", "--", "--check"])
         .status()?;
     if !status.success() {
@@ -54,8 +50,7 @@ pub fn docs() -> Result<()> {
         Ok(f) if !f.trim().is_empty() => format!("{f} -D warnings"),
         _ => "-D warnings".to_string(),
     };
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(crate::root())
+    let status = crate::cargo()
         .args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", flags)
         .status()?;

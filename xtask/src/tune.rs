@@ -4,24 +4,22 @@
 
 use crate::cuda_env;
 use anyhow::{Context, Result};
-use std::process::Command;
 
 /// Runs `rtx-tune` with `args` (the first is the operation, e.g. `gemm`) and exits with its code.
 pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(crate::root())
-        .args([
-            "run",
-            "--quiet",
-            "--release",
-            "-p",
-            "rtx-bench",
-            "--bin",
-            "rtx-tune",
-            "--",
-        ])
-        .args(args);
+    let mut cmd = crate::cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "rtx-bench",
+        "--bin",
+        "rtx-tune",
+        "--",
+    ])
+    .args(args);
     for (k, v) in env.vars() {
         cmd.env(k, v);
     }
