@@ -156,6 +156,8 @@ fn build_id() -> String {
 /// An experiment's source tree: a detached worktree of `rev` with `patch` applied, removed on drop.
 struct PatchedTree {
     dir: PathBuf,
+    /// The patch (canonical path), copied into the bundle.
+    patch: PathBuf,
     /// `<short commit>+<patch file name>@<first 12 hex digits of its git blob hash>`.
     id: String,
 }
@@ -215,18 +217,19 @@ impl PatchedTree {
         }
         let tree = PatchedTree {
             dir,
+            patch,
             id: format!("{commit}+{name}@{}", &blob[..blob.len().min(12)]),
         };
         let applied = Command::new("git")
             .args(["apply", "--whitespace=nowarn"])
-            .arg(&patch)
+            .arg(&tree.patch)
             .current_dir(&tree.dir)
             .status()
             .context("running git apply")?;
         if !applied.success() {
             bail!(
                 "--patch {} does not apply at {commit} (git apply said why above); name the commit it was written against with --at",
-                patch.display()
+                tree.patch.display()
             );
         }
         Ok(tree)
@@ -249,24 +252,21 @@ impl Drop for PatchedTree {
 }
 
 /// Builds the bench binaries and the chosen test binaries (see [`test_args`]) into `out`, from
-/// this checkout, or with `patch` from a worktree of `at` (default `HEAD`) with the patch applied.
+/// this checkout, or for `experiment = Some((patch, rev))` from a worktree of `rev` with the patch
+/// applied.
 pub fn run(
     out: &Path,
     only_tests: Option<&[String]>,
-    patch: Option<&Path>,
-    at: Option<&str>,
+    experiment: Option<(&Path, &str)>,
 ) -> Result<()> {
     let test_cmd = test_args(only_tests)?;
-    if at.is_some() && patch.is_none() {
-        bail!("--at needs --patch (it names the commit the patch is applied to)");
-    }
     let out = if out.is_absolute() {
         out.to_path_buf()
     } else {
         crate::root().join(out)
     };
-    let tree = patch
-        .map(|p| PatchedTree::new(p, at.unwrap_or("HEAD")))
+    let tree = experiment
+        .map(|(patch, rev)| PatchedTree::new(patch, rev))
         .transpose()?;
     let src = tree.as_ref().map_or_else(crate::root, |t| t.dir.clone());
     if out.exists() {
@@ -295,12 +295,12 @@ pub fn run(
     if anchors.is_file() {
         std::fs::copy(&anchors, out.join("torch_anchors.py"))?;
     }
-    let id = match (&tree, patch) {
-        (Some(t), Some(p)) => {
-            std::fs::copy(p, out.join("exp.patch"))?;
+    let id = match &tree {
+        Some(t) => {
+            std::fs::copy(&t.patch, out.join("exp.patch"))?;
             t.id.clone()
         }
-        _ => build_id(),
+        None => build_id(),
     };
     std::fs::write(out.join("BUILD"), format!("{id}\n"))?;
     // Committed baselines and tuning fixtures travel with the bundle.

@@ -94,7 +94,12 @@ fn main() -> Result<()> {
             tests,
             patch,
             at,
-        } => gpu_bundle::run(&out, tests.as_deref(), patch.as_deref(), at.as_deref()),
+        } => {
+            let experiment = patch
+                .as_deref()
+                .map(|p| (p, at.as_deref().unwrap_or("HEAD")));
+            gpu_bundle::run(&out, tests.as_deref(), experiment)
+        }
         Cmd::Tune { args } => tune::run(&args),
         Cmd::Codegen(args) => codegen::run(&args),
         Cmd::Cache { cmd } => {
