@@ -9,7 +9,7 @@
 
 use super::config::WgmmaConfig;
 use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
-use super::tma::{tma_desc_c, TmaDesc, TmaSwizzle};
+use super::tma::{tma_desc_c, TmaDesc, TmaL2Promotion, TmaSwizzle};
 use super::WgmmaGemm;
 use crate::templates::gemm::GemmProblem;
 use crate::templates::{ConstraintViolation, Template};
@@ -108,7 +108,7 @@ fn cu_swizzle(s: TmaSwizzle) -> sys::CUtensorMapSwizzle {
     }
 }
 
-/// Encodes `desc` at device address `address` (zero out-of-bounds fill, 256-byte L2 promotion).
+/// Encodes `desc` at device address `address` (zero out-of-bounds fill, the desc's L2 promotion).
 /// Needs a loaded driver (an open `rtx_runtime::Device`).
 pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP_BYTES], String> {
     desc.validate().map_err(|e| e.to_string())?;
@@ -137,7 +137,14 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
             cu_swizzle(desc.swizzle),
-            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            match desc.l2_promotion {
+                TmaL2Promotion::B128 => {
+                    sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                }
+                TmaL2Promotion::B256 => {
+                    sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B
+                }
+            },
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     };

@@ -42,6 +42,27 @@ impl TmaSwizzle {
     }
 }
 
+/// How much the L2 fetches around a TMA request that misses (`CU_TENSOR_MAP_L2_PROMOTION_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TmaL2Promotion {
+    /// 128-byte fills: one request, four sectors.
+    B128,
+    /// 256-byte fills.
+    B256,
+}
+
+/// The promotion of every map of `p` (measured on an H100 in calls BA, BF and BG, session 14):
+/// 128 B for f16/bf16 (at or above 256 B at 512^3-8192^3, 4000^2 x 4096 and 4096^2 x 1000: up
+/// to +2% at 4096^2 x 1000), except where `M <= 256`, whose kernels stream B from DRAM once
+/// (256 B was 0.8-1.5% ahead at 256 x 8192^2 bf16); tf32 keeps 256 B (not measured with 128).
+pub fn l2_promotion(p: &GemmProblem) -> TmaL2Promotion {
+    if p.dtype == DType::Tf32 || p.m <= 256 {
+        TmaL2Promotion::B256
+    } else {
+        TmaL2Promotion::B128
+    }
+}
+
 /// A tiled TMA tensor map without its base address. Dimension 0 is the contiguous one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TmaDesc {
@@ -57,6 +78,8 @@ pub struct TmaDesc {
     pub box_dims: [u32; 3],
     /// Shared-memory swizzle.
     pub swizzle: TmaSwizzle,
+    /// L2 fill size around a missing request.
+    pub l2_promotion: TmaL2Promotion,
 }
 
 /// Why a [`TmaDesc`] breaks a `cuTensorMapEncodeTiled` rule.
@@ -163,6 +186,7 @@ fn operand_map(
         strides: [row_bytes, batch_stride],
         box_dims: [box_dims[0], box_dims[1], 1],
         swizzle: TmaSwizzle::B128,
+        l2_promotion: l2_promotion(p),
     }
 }
 
@@ -280,6 +304,32 @@ mod tests {
         b.validate().unwrap();
         assert_eq!(b.cu_data_type(), 6);
         assert_eq!(b.cu_swizzle(), 3);
+    }
+
+    #[test]
+    fn l2_promotion_is_128_bytes_except_for_skinny_m_and_tf32() {
+        let c = cfg();
+        let maps = |p: &GemmProblem| {
+            [tma_desc_a(p, &c), tma_desc_b(p, &c), tma_desc_c(p, &c)].map(|d| d.l2_promotion)
+        };
+        for d in [DType::Bf16, DType::F16] {
+            assert_eq!(
+                maps(&GemmProblem::nn(1024, 1024, 1024, d)),
+                [TmaL2Promotion::B128; 3]
+            );
+            assert_eq!(
+                maps(&GemmProblem::nn(257, 8192, 8192, d)),
+                [TmaL2Promotion::B128; 3]
+            );
+            assert_eq!(
+                maps(&GemmProblem::nn(256, 8192, 8192, d)),
+                [TmaL2Promotion::B256; 3]
+            );
+        }
+        let tf = WgmmaConfig { bk: 32, ..cfg() };
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+        assert_eq!(tma_desc_a(&p, &tf).l2_promotion, TmaL2Promotion::B256);
+        assert_eq!(tma_desc_b(&p, &tf).l2_promotion, TmaL2Promotion::B256);
     }
 
     #[test]
