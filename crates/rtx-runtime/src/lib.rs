@@ -28,7 +28,7 @@ pub use kernel_args::{KernelArgs, MAX_ARG_ALIGN};
 pub use launch_config::LaunchConfig;
 pub use module::{prepare_image, Function, FunctionAttributes, ImageKind, Module};
 pub use stream::Stream;
-pub use tensor_map::{encode_tensor_map_2d, Swizzle, TensorMap2d, TensorMapDtype};
+pub use tensor_map::{encode_tensor_map_2d, L2Promotion, Swizzle, TensorMap2d, TensorMapDtype};
 
 /// Re-export of the `cudarc` version this crate is built on (for raw handles).
 pub use cudarc;

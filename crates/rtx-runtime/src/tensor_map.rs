@@ -85,8 +85,8 @@ impl Swizzle {
     }
 }
 
-/// L2 promotion of TMA loads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// L2 promotion of TMA loads: how much the L2 fetches around a request that misses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum L2Promotion {
     /// None.
     None,
@@ -99,7 +99,8 @@ pub enum L2Promotion {
 }
 
 impl L2Promotion {
-    fn raw(self) -> sys::CUtensorMapL2promotion {
+    /// The driver's value (`CU_TENSOR_MAP_L2_PROMOTION_*`), for callers encoding maps themselves.
+    pub fn raw(self) -> sys::CUtensorMapL2promotion {
         use sys::CUtensorMapL2promotion as L;
         match self {
             L2Promotion::None => L::CU_TENSOR_MAP_L2_PROMOTION_NONE,

@@ -9,7 +9,7 @@
 
 use super::config::WgmmaConfig;
 use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
-use super::tma::{tma_desc_c, TmaDesc, TmaL2Promotion, TmaSwizzle};
+use super::tma::{tma_desc_c, TmaDesc, TmaSwizzle};
 use super::WgmmaGemm;
 use crate::templates::gemm::GemmProblem;
 use crate::templates::{ConstraintViolation, Template};
@@ -137,14 +137,7 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
             elem_strides.as_ptr(),
             sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
             cu_swizzle(desc.swizzle),
-            match desc.l2_promotion {
-                TmaL2Promotion::B128 => {
-                    sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_128B
-                }
-                TmaL2Promotion::B256 => {
-                    sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B
-                }
-            },
+            desc.l2_promotion.raw(),
             sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         )
     };

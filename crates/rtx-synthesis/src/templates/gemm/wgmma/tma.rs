@@ -8,6 +8,7 @@ use super::config::{WgmmaConfig, EPI_WARP_ROWS};
 use super::staging::kernel_problem;
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::DType;
+use rtx_runtime::L2Promotion;
 use serde::{Deserialize, Serialize};
 
 /// Shared-memory swizzle a TMA copy applies (`CU_TENSOR_MAP_SWIZZLE_*`).
@@ -42,24 +43,15 @@ impl TmaSwizzle {
     }
 }
 
-/// How much the L2 fetches around a TMA request that misses (`CU_TENSOR_MAP_L2_PROMOTION_*`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum TmaL2Promotion {
-    /// 128-byte fills: one request, four sectors.
-    B128,
-    /// 256-byte fills.
-    B256,
-}
-
 /// The promotion of every map of `p` (measured on an H100 in calls BA, BF and BG, session 14):
 /// 128 B for f16/bf16 (at or above 256 B at 512^3-8192^3, 4000^2 x 4096 and 4096^2 x 1000: up
 /// to +2% at 4096^2 x 1000), except where `M <= 256`, whose kernels stream B from DRAM once
 /// (256 B was 0.8-1.5% ahead at 256 x 8192^2 bf16); tf32 keeps 256 B (not measured with 128).
-pub fn l2_promotion(p: &GemmProblem) -> TmaL2Promotion {
+pub fn l2_promotion(p: &GemmProblem) -> L2Promotion {
     if p.dtype == DType::Tf32 || p.m <= 256 {
-        TmaL2Promotion::B256
+        L2Promotion::B256
     } else {
-        TmaL2Promotion::B128
+        L2Promotion::B128
     }
 }
 
@@ -79,7 +71,7 @@ pub struct TmaDesc {
     /// Shared-memory swizzle.
     pub swizzle: TmaSwizzle,
     /// L2 fill size around a missing request.
-    pub l2_promotion: TmaL2Promotion,
+    pub l2_promotion: L2Promotion,
 }
 
 /// Why a [`TmaDesc`] breaks a `cuTensorMapEncodeTiled` rule.
@@ -315,21 +307,21 @@ mod tests {
         for d in [DType::Bf16, DType::F16] {
             assert_eq!(
                 maps(&GemmProblem::nn(1024, 1024, 1024, d)),
-                [TmaL2Promotion::B128; 3]
+                [L2Promotion::B128; 3]
             );
             assert_eq!(
                 maps(&GemmProblem::nn(257, 8192, 8192, d)),
-                [TmaL2Promotion::B128; 3]
+                [L2Promotion::B128; 3]
             );
             assert_eq!(
                 maps(&GemmProblem::nn(256, 8192, 8192, d)),
-                [TmaL2Promotion::B256; 3]
+                [L2Promotion::B256; 3]
             );
         }
         let tf = WgmmaConfig { bk: 32, ..cfg() };
         let p = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
-        assert_eq!(tma_desc_a(&p, &tf).l2_promotion, TmaL2Promotion::B256);
-        assert_eq!(tma_desc_b(&p, &tf).l2_promotion, TmaL2Promotion::B256);
+        assert_eq!(tma_desc_a(&p, &tf).l2_promotion, L2Promotion::B256);
+        assert_eq!(tma_desc_b(&p, &tf).l2_promotion, L2Promotion::B256);
     }
 
     #[test]
