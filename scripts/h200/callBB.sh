@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# SUPERSEDED (session 14): calls BF and BG measured 128 B against 256 B promotion in alternating
+# arms, and 128 B was adopted (fff0ca7). Kept as the record of what session 13 prepared.
 # Device call BB (session 13), after call BA. Call BA (on an H100) rejected the L2 prefetch and
 # read 128-byte L2 promotion of the TMA maps 0.4-1.5% ahead of the adopted 256 B at 512^3 and
 # 1024^3 over eight rounds. This call asks whether that holds: sixteen alternating rounds of the
