@@ -6,7 +6,11 @@
 //!   start and end event. Before every timed run the L2 cache is flushed by a memset of a scratch
 //!   buffer of at least [`MIN_FLUSH_BYTES`] (issued on the same stream *before* the start event,
 //!   so it is not counted), or, when the closure rotates over several input sets by the sample
-//!   index it is given, the flush can be turned off ([`TimingConfig::flush_l2`]). The host
+//!   index it is given, the flush can be turned off ([`TimingConfig::flush_l2`]). The flush
+//!   only evicts lines of normal priority: a kernel whose loads carry an `L2::evict_last` policy
+//!   keeps its inputs through it (H100 call BF, session 14: 4-8% shorter for that reason alone,
+//!   and the baseline sharing those inputs got faster too), so no template emits one (a wgmma
+//!   test guards it). The host
 //!   waits after every sample by default; [`TimingConfig::pipeline`] > 1 enqueues that many
 //!   samples (flush, start, run, end) before one wait, as Triton's `do_bench` enqueues all of
 //!   its samples. Measured on the H200 (call T, 512^3 and 1024^3 bf16/f16 GEMMs, one process):
