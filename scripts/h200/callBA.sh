@@ -18,7 +18,6 @@
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBA.tgz . ; }
 cat $B/BUILD $B/exp/BUILD > $R/build.txt
-row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
 bench() { # name-prefix variant dtypes shapes timeout
   local n=$1 v=$2 d=$3 s=$4 t=$5
   case $v in

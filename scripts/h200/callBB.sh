@@ -14,7 +14,6 @@ set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBB.tgz . ; }
 cat $B/BUILD $B/exp/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
 S=512x512x512,1024x1024x1024,2048x2048x2048
 for i in $(seq 1 ${N:-16}); do
   timeout 60 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $S > $R/s_base_$i.log 2>&1

@@ -16,7 +16,6 @@ set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBF.tgz . ; }
 cat $B/BUILD $B/exp/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
 arm() { case $1 in base) X=$B; E=RTX_EXP_NONE=1 ;; p128) X=$B/exp; E=RTX_EXP_L2P=128 ;; efirst) X=$B/exp; E=RTX_EXP_EF=first ;; elast) X=$B/exp; E=RTX_EXP_EF=last ;; esac; }
 S="--no-progress --suite gemm --gemm-shapes 512x512x512,1024x1024x1024 --gemm-dtypes bf16,f16"
 for i in $(seq 1 ${N:-10}); do

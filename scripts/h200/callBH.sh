@@ -9,11 +9,9 @@ set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBH.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
-L=512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4000x4000x4096,64x8192x8192,256x8192x8192,4096x4096x1000
 timeout 120 python3 $B/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
 grep -E "bf16|fp16" $R/anchors.log | head -10
-timeout 110 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $L > $R/l_1.log 2>&1
+timeout 110 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $ISSUE4_SHAPES > $R/l_1.log 2>&1
 echo "large_1 rc=$?"; grep -E '^\| rtx-wgmma-default ' $R/l_1.log | awk -F'|' '{print $2, $3, $6}'
 pack
 for i in 1 2 3 4 5 6; do
@@ -21,7 +19,7 @@ for i in 1 2 3 4 5 6; do
   echo "small_$i rc=$? $(row $R/s_$i.log)"
 done
 pack
-timeout 110 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $L > $R/l_2.log 2>&1
+timeout 110 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $ISSUE4_SHAPES > $R/l_2.log 2>&1
 echo "large_2 rc=$?"; grep -E '^\| rtx-wgmma-default ' $R/l_2.log | awk -F'|' '{print $2, $3, $6}'
 rm -rf $R/b; pack
 for t in wgmma_gpu gemm_gpu; do

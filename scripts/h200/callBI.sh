@@ -12,11 +12,9 @@ set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBI.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
-L=512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4000x4000x4096,64x8192x8192,256x8192x8192,4096x4096x1000
 timeout 150 python3 $B/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
 timeout 150 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes f32,tf32,bf16,f16 \
-  --gemm-shapes $L > $R/bench.log 2>&1; echo "bench rc=$?"
+  --gemm-shapes $ISSUE4_SHAPES > $R/bench.log 2>&1; echo "bench rc=$?"
 grep -E "^\| rtx-(wgmma|simt)-default " $R/bench.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
 pack
 for i in 1 2 3 4 5 6; do
