@@ -80,8 +80,20 @@ enum Cmd {
     Env,
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().cmd {
+/// Runs the command; an error prints as one `xtask: ...` line (its whole cause chain) and exits
+/// with 1, not as a debug dump with a backtrace when `RUST_BACKTRACE` is set.
+fn main() -> std::process::ExitCode {
+    match run(Cli::parse().cmd) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cmd: Cmd) -> Result<()> {
+    match cmd {
         Cmd::Test { args } => test::run(&args),
         Cmd::Ci => test::fmt_check()
             .and_then(|()| test::run(&[]))
@@ -117,7 +129,6 @@ fn main() -> Result<()> {
     }
 }
 
-/// The workspace root (the parent of `xtask/`).
 /// `cargo` (the one running xtask, from `$CARGO`, else the one on `PATH`) in the workspace root.
 pub fn cargo() -> std::process::Command {
     let mut c =
@@ -126,6 +137,7 @@ pub fn cargo() -> std::process::Command {
     c
 }
 
+/// The workspace root (the parent of `xtask/`).
 pub fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
