@@ -56,9 +56,17 @@ pub enum RunError {
     /// Bad `--tolerance`.
     #[error(transparent)]
     Tolerance(#[from] BadTolerance),
-    /// Writing or reading a report (output, `--gate`, `--update-baseline`).
+    /// Writing a report (output, `--update-baseline`).
     #[error(transparent)]
     Report(#[from] ReportError),
+    /// The `--gate` baseline could not be read; checked before any suite runs.
+    #[error("--gate {path}: {}", without_path(source))]
+    Gate {
+        /// The baseline file given.
+        path: PathBuf,
+        /// Why it could not be read.
+        source: ReportError,
+    },
     /// Writing `report.md` or creating the output folder.
     #[error("{path}: {source}")]
     Io {
@@ -70,6 +78,14 @@ pub enum RunError {
     /// Drawing a plot.
     #[error(transparent)]
     Plot(#[from] PlotError),
+}
+
+/// `e`'s message without the path an I/O error repeats (the caller names the file).
+fn without_path(e: &ReportError) -> String {
+    match e {
+        ReportError::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// The message printed when no GPU is found.
@@ -185,6 +201,22 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<RunOutput, RunError> {
     let tolerance = gate::check_tolerance(cli.tolerance)?;
+    // Read the inputs before the suites run, so that a bad path costs no GPU time: a gate
+    // baseline that cannot be read is an error, anchors that cannot be read a warning.
+    let baseline = match &cli.gate {
+        Some(path) => Some(Report::read_file(path).map_err(|source| RunError::Gate {
+            path: path.clone(),
+            source,
+        })?),
+        None => None,
+    };
+    let anchors = cli.anchors.as_ref().and_then(|path| {
+        Anchors::read_file(path)
+            .map_err(|e| {
+                let _ = writeln!(out, "warning: anchors not used: {e}");
+            })
+            .ok()
+    });
     let gpu = detected.as_ref().ok();
     let device = match &detected {
         Ok(g) => DeviceSection::present(g.device.info().clone()),
@@ -266,16 +298,9 @@ pub fn run(
             }
         }
     }
-    if let Some(path) = &cli.anchors {
-        match Anchors::read_file(path) {
-            Ok(a) => {
-                let n = a.apply(&mut report);
-                tracing::info!(target: "rtx_bench", "anchors: {} figures, {n} cases matched", a.len());
-            }
-            Err(e) => {
-                let _ = writeln!(out, "warning: anchors not used: {e}");
-            }
-        }
+    if let Some(a) = &anchors {
+        let n = a.apply(&mut report);
+        tracing::info!(target: "rtx_bench", "anchors: {} figures, {n} cases matched", a.len());
     }
     report.device.profile = derive_profile(
         &report,
@@ -312,15 +337,11 @@ pub fn run(
         let _ = writeln!(out, "WRONG RESULT: {k}");
     }
 
-    let gate = match &cli.gate {
-        Some(path) => {
-            let base = Report::read_file(path)?;
-            let g = gate::compare(&report, &base, tolerance);
-            let _ = write!(out, "\n{}", g.render());
-            Some(g)
-        }
-        None => None,
-    };
+    let gate = baseline.map(|base| {
+        let g = gate::compare(&report, &base, tolerance);
+        let _ = write!(out, "\n{}", g.render());
+        g
+    });
     if let Some(arg) = &cli.update_baseline {
         if report.gpu_measured_cases() == 0 {
             let _ = writeln!(out, "not writing a baseline: this run has no GPU-measured case (the gate compares GPU figures only)");
@@ -471,6 +492,38 @@ mod tests {
         assert_eq!(p.copy_gbps, Some(1000.0));
         assert_eq!(p.compute_tflops.get("bf16"), Some(&2000.0));
         assert!(p.source.contains("rtx profiler"));
+    }
+
+    #[test]
+    fn an_unreadable_gate_baseline_fails_before_any_suite_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("out");
+        let bad = dir.path().join("baseline.json");
+        std::fs::write(&bad, "{ not json").unwrap();
+        for gate in [bad.clone(), dir.path().join("missing.json")] {
+            let argv = [
+                "rtx-bench".to_string(),
+                "--quick".into(),
+                "--families".into(),
+                "samples".into(),
+                "--no-progress".into(),
+                "--out".into(),
+                out_dir.display().to_string(),
+                "--gate".into(),
+                gate.display().to_string(),
+            ];
+            let cli = Cli::try_parse_from(argv).unwrap();
+            let mut printed = Vec::new();
+            let e = run(&cli, vec![], Err(NoGpu("t".into())), &mut printed).unwrap_err();
+            assert!(
+                matches!(&e, RunError::Gate { path, .. } if *path == gate),
+                "{e}"
+            );
+            assert!(e.to_string().starts_with("--gate "), "{e}");
+            // Nothing ran: no no-GPU notice, no CPU-side suite, no report written.
+            assert!(printed.is_empty(), "{}", String::from_utf8_lossy(&printed));
+            assert!(!out_dir.exists());
+        }
     }
 
     #[test]
