@@ -17,7 +17,7 @@ fn rtx_tune(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["gemm", "0x16x16"], "M must be >= 1"),
         (&["gemm", "16x16"], "`16x16`: expected MxNxK"),
         (
@@ -35,6 +35,10 @@ fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
         (
             &["gemm", "16x16x16", "--time-budget-s=0"],
             "--time-budget-s must be a positive number",
+        ),
+        (
+            &["gemm", "16x16x16", "--record-fixture", "."],
+            "--record-fixture .: is a folder",
         ),
     ];
     for (args, want) in cases {

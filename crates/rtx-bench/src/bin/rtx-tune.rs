@@ -338,6 +338,13 @@ fn gemm_input(args: &GemmArgs) -> Result<GemmInput> {
     let (layout_a, layout_b) = parse_layouts(&args.layout).map_err(anyhow::Error::msg)?;
     let strategy: StrategyKind = args.strategy.parse().map_err(anyhow::Error::msg)?;
     check_time_budget(args.time_budget_s)?;
+    if let Some(path) = args.record_fixture.as_deref().filter(|p| p.is_dir()) {
+        bail!(
+            "--record-fixture {}: is a folder; give the fixture's file name (e.g. {}/fixture.json)",
+            path.display(),
+            path.display()
+        );
+    }
     let spec = GemmSpec {
         batch: args.batch,
         ..GemmSpec::new(m, n, k, dtype).with_layouts(layout_a, layout_b)

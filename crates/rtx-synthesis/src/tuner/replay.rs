@@ -182,13 +182,20 @@ impl ReplayTable {
         Ok(())
     }
 
-    /// Writes the fixture as pretty JSON.
+    /// Writes the fixture as pretty JSON, atomically (a crash leaves the old file or none), making
+    /// the parent folder when it does not exist.
     pub fn save(&self, path: &Path) -> Result<(), ReplayError> {
         let text = serde_json::to_string_pretty(self).map_err(|e| ReplayError::Format {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        std::fs::write(path, text + "\n").map_err(|source| ReplayError::Io {
+        let write = || {
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent)?;
+            }
+            crate::aot::fsio::write_atomic(path, (text + "\n").as_bytes())
+        };
+        write().map_err(|source| ReplayError::Io {
             path: path.to_path_buf(),
             source,
         })
@@ -419,6 +426,14 @@ mod tests {
         let p = dir.path().join("synthetic.json");
         t.save(&p).unwrap();
         assert_eq!(fixture_files(dir.path()).unwrap(), vec![p.clone()]);
+        // A folder that does not exist yet is made: a long exhaustive run never ends unsaved.
+        let nested = dir.path().join("new").join("folder").join("t.json");
+        t.save(&nested).unwrap();
+        assert_eq!(
+            ReplayTable::load(&nested).unwrap().configs.len(),
+            t.configs.len()
+        );
+        assert!(matches!(t.save(dir.path()), Err(ReplayError::Io { .. })));
         let back = ReplayTable::load(&p).unwrap();
         assert_eq!(back.configs.len(), t.configs.len());
         assert_eq!(back.default, t.default);
