@@ -217,6 +217,11 @@ pub fn run(
             })
             .ok()
     });
+    // The output folder too: a run that cannot save its report must not start.
+    std::fs::create_dir_all(&cli.out).map_err(|source| RunError::Io {
+        path: cli.out.clone(),
+        source,
+    })?;
     let gpu = detected.as_ref().ok();
     let device = match &detected {
         Ok(g) => DeviceSection::present(g.device.info().clone()),
@@ -309,10 +314,6 @@ pub fn run(
     );
 
     let dir = &cli.out;
-    std::fs::create_dir_all(dir).map_err(|source| RunError::Io {
-        path: dir.clone(),
-        source,
-    })?;
     let mut files = Vec::new();
     let json = dir.join("report.json");
     report.write_file(&json)?;
@@ -494,6 +495,20 @@ mod tests {
         assert!(p.source.contains("rtx profiler"));
     }
 
+    /// `rtx-bench --quick --families samples --no-progress --out OUT EXTRA...`: the cheapest run.
+    fn quick_cli(out: &std::path::Path, extra: &[&str]) -> Cli {
+        let out = out.display().to_string();
+        let base = [
+            "rtx-bench",
+            "--quick",
+            "--families",
+            "samples",
+            "--no-progress",
+            "--out",
+        ];
+        Cli::try_parse_from(base.iter().chain([&out.as_str()]).chain(extra)).unwrap()
+    }
+
     #[test]
     fn an_unreadable_gate_baseline_fails_before_any_suite_runs() {
         let dir = tempfile::tempdir().unwrap();
@@ -501,18 +516,7 @@ mod tests {
         let bad = dir.path().join("baseline.json");
         std::fs::write(&bad, "{ not json").unwrap();
         for gate in [bad.clone(), dir.path().join("missing.json")] {
-            let argv = [
-                "rtx-bench".to_string(),
-                "--quick".into(),
-                "--families".into(),
-                "samples".into(),
-                "--no-progress".into(),
-                "--out".into(),
-                out_dir.display().to_string(),
-                "--gate".into(),
-                gate.display().to_string(),
-            ];
-            let cli = Cli::try_parse_from(argv).unwrap();
+            let cli = quick_cli(&out_dir, &["--gate", &gate.display().to_string()]);
             let mut printed = Vec::new();
             let e = run(&cli, vec![], Err(NoGpu("t".into())), &mut printed).unwrap_err();
             assert!(
@@ -524,6 +528,21 @@ mod tests {
             assert!(printed.is_empty(), "{}", String::from_utf8_lossy(&printed));
             assert!(!out_dir.exists());
         }
+    }
+
+    #[test]
+    fn an_output_path_that_is_a_file_fails_before_any_suite_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("taken");
+        std::fs::write(&file, "not a folder").unwrap();
+        let cli = quick_cli(&file, &[]);
+        let mut printed = Vec::new();
+        let e = run(&cli, vec![], Err(NoGpu("t".into())), &mut printed).unwrap_err();
+        assert!(
+            matches!(&e, RunError::Io { path, .. } if *path == file),
+            "{e}"
+        );
+        assert!(printed.is_empty(), "{}", String::from_utf8_lossy(&printed));
     }
 
     #[test]
