@@ -546,7 +546,8 @@ impl Report {
         Ok(serde_json::from_value(v)?)
     }
 
-    /// Writes the JSON to `path` (creating parent folders).
+    /// Writes the JSON to `path` atomically (a crash leaves the old file, e.g. a baseline, intact),
+    /// creating parent folders.
     pub fn write_file(&self, path: &Path) -> Result<(), ReportError> {
         let io = |source| ReportError::Io {
             path: path.to_path_buf(),
@@ -555,7 +556,7 @@ impl Report {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        std::fs::write(path, self.to_json()).map_err(io)
+        rtx_synthesis::aot::fsio::write_atomic(path, self.to_json().as_bytes()).map_err(io)
     }
 
     /// Reads a report file.
