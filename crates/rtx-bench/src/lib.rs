@@ -1,6 +1,7 @@
 //! rtx-bench: the benchmark driver's testable parts (the binary is a thin `main` over [`cli`]).
 //!
-//! - [`cli`] and [`runner`]: arguments, GPU detection, running suites, writing the outputs.
+//! - [`cli`] and [`runner`]: arguments, GPU detection, running suites, writing the outputs;
+//!   [`checkpoint`]: the partial report kept on disk while a run goes.
 //! - [`suites`]: the [`suites::Suite`] trait and the gemm / attention / memory / transformer /
 //!   tuning / aot suites; [`registry`]: every kernel instance the compile suite builds.
 //! - [`report`]: the versioned `report.json` model; [`markdown`] and [`plots`] render it.
@@ -15,6 +16,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod anchors;
+pub mod checkpoint;
 pub mod cli;
 pub mod env_info;
 pub mod gate;

@@ -2,6 +2,7 @@
 //! profile, write `report.json` / `report.md` / plots, gate, update the baseline.
 
 use crate::anchors::Anchors;
+use crate::checkpoint::Checkpoint;
 use crate::cli::Cli;
 use crate::env_info::{git_commit, now_unix, tool_versions};
 use crate::gate::{self, BadTolerance, GateOutcome};
@@ -237,6 +238,7 @@ pub fn run(
         device,
         argv,
     );
+    let checkpoint = Checkpoint::new(&cli.out, report.clone());
     let ctx = SuiteContext {
         gpu,
         quick: cli.quick,
@@ -270,6 +272,7 @@ pub fn run(
             dtypes: cli.gemm_dtypes.clone(),
             shapes: cli.gemm_shapes.clone(),
         },
+        checkpoint: Some(&checkpoint),
     };
     let mut selected = cli.suites();
     if gpu.is_none() && !selected.contains(&SuiteId::Aot) {
@@ -277,31 +280,22 @@ pub fn run(
     }
     for id in selected {
         let suite = suite_for(id);
-        if suite.needs_gpu() && gpu.is_none() {
-            report.suites.push(SuiteRun {
-                suite: id,
-                skipped: Some("no CUDA GPU".into()),
-            });
-            continue;
-        }
-        tracing::info!(target: "rtx_bench", "suite {id}: start");
-        match suite.run(&ctx) {
-            Ok(cases) => {
-                report.cases.extend(cases);
-                report.suites.push(SuiteRun {
-                    suite: id,
-                    skipped: None,
-                });
+        let (cases, skipped) = if suite.needs_gpu() && gpu.is_none() {
+            (Vec::new(), Some("no CUDA GPU".to_string()))
+        } else {
+            tracing::info!(target: "rtx_bench", "suite {id}: start");
+            match suite.run(&ctx) {
+                Ok(cases) => (cases, None),
+                Err(e) => {
+                    tracing::error!(target: "rtx_bench", "{e}");
+                    (e.partial, Some(format!("stopped: {}", e.reason)))
+                }
             }
-            Err(e) => {
-                tracing::error!(target: "rtx_bench", "{e}");
-                report.cases.extend(e.partial);
-                report.suites.push(SuiteRun {
-                    suite: id,
-                    skipped: Some(format!("stopped: {}", e.reason)),
-                });
-            }
-        }
+        };
+        let run = SuiteRun { suite: id, skipped };
+        checkpoint.suite_done(run.clone(), &cases);
+        report.cases.extend(cases);
+        report.suites.push(run);
     }
     if let Some(a) = &anchors {
         let n = a.apply(&mut report);
@@ -317,6 +311,7 @@ pub fn run(
     let mut files = Vec::new();
     let json = dir.join("report.json");
     report.write_file(&json)?;
+    checkpoint.finish();
     files.push(json);
     let md = markdown::render(&report);
     let md_path = dir.join("report.md");
@@ -423,6 +418,10 @@ mod tests {
         assert!(json.contains("\"gpu\": \"absent\""), "{json}");
         assert_eq!(Report::from_json(&json).unwrap(), r.report);
         assert!(out_dir.join("report.md").is_file());
+        assert!(
+            !out_dir.join(crate::checkpoint::PARTIAL_FILE).exists(),
+            "a finished run leaves no partial report"
+        );
         assert!(
             !out_dir.join("roofline.svg").exists(),
             "no GPU figures, no roofline"

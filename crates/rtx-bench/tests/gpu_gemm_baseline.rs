@@ -31,6 +31,7 @@ fn cublas_and_sample_results_are_verified() {
         show_progress: false,
         tune: None,
         gemm_filter: Default::default(),
+        checkpoint: None,
     };
     let mut problems = Vec::new();
     for d in DType::ALL {

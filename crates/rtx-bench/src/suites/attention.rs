@@ -377,6 +377,7 @@ impl Suite for AttentionSuite {
                     e.message,
                 ))),
             }
+            ctx.save_partial(&out);
         }
         bar.finish();
         Ok(out)

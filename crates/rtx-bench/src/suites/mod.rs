@@ -11,6 +11,7 @@ pub mod memory;
 pub mod transformer;
 pub mod tuning;
 
+use crate::checkpoint::Checkpoint;
 use crate::gpu::Gpu;
 use crate::progress::Progress;
 use crate::registry::RegistryOptions;
@@ -39,12 +40,22 @@ pub struct SuiteContext<'a> {
     pub tune: Option<std::time::Duration>,
     /// GEMM suite: which dtypes and shapes to run (everything by default).
     pub gemm_filter: gemm::shapes::GemmFilter,
+    /// Where finished cases are kept while the run goes (`None`: nowhere, e.g. in tests).
+    pub checkpoint: Option<&'a Checkpoint>,
 }
 
 impl SuiteContext<'_> {
     /// A progress bar for this suite.
     pub fn progress(&self, label: &str, len: u64) -> Progress {
         Progress::new(label, len, self.show_progress)
+    }
+
+    /// Saves the running suite's cases so far in the partial report (a suite calls it as it
+    /// finishes a long step, so that a killed run keeps them).
+    pub fn save_partial(&self, cases: &[Case]) {
+        if let Some(c) = self.checkpoint {
+            c.save(cases);
+        }
     }
 }
 

@@ -366,6 +366,7 @@ pub fn run_problems(
             }
             Err(e) => out.push(failed("cublas", p, e.message)),
         }
+        ctx.save_partial(&out);
         p_bar.done(&what);
     }
     p_bar.finish();

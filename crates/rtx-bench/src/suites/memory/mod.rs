@@ -250,6 +250,7 @@ pub fn run_cases(
             }
             Err(e) => out.push(Case::failed(suite, what, "-", Clock::Gpu, e.message)),
         }
+        ctx.save_partial(out);
     }
     bar.finish();
     Ok(())
