@@ -5,7 +5,7 @@
 # (1) the PyTorch GEMM anchors and the suite at issue 4's shapes for f32/tf32/bf16/f16, cuBLAS
 # alternating with each row; (2) six more rounds at 512^3 / 1024^3 bf16+f16 (the bar at
 # parity on the H200 in session 11); (3) guided tuning at 1024^3 (40 s budget), bf16 and f16;
-# (4) the wgmma GPU cases.
+# (4) the suite at 1024^3 again, serving the tuned winners; (5) the wgmma GPU cases.
 # Build: cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu
 # Run: B=$PWD/.devrun bash scripts/h200/callBI.sh (about 8 minutes; timeout_s 560).
 set -u; . "$(dirname "$0")/env.sh"
@@ -27,6 +27,10 @@ for d in bf16 f16; do
   echo "tune 1024^3 $d rc=$?"; grep -E "winner|rtx / cuBLAS|took" $R/tune_1024_$d.log | cut -c1-200 | head -3
   pack
 done
+# The tuned winners in the suite's own protocol (cuBLAS alternating): rtx-tuned-wgmma rows.
+timeout 40 $B/rtx-bench --out $R/t --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 1024x1024x1024 > $R/tuned_1024.log 2>&1
+echo "tuned_1024 rc=$?"; grep -E '^\| (rtx-wgmma-default|rtx-tuned-wgmma|cublas) ' $R/tuned_1024.log | awk -F'|' '{print $2, $3, $6}'
+rm -rf $R/t; pack
 T=$(ls $B/tests/*wgmma_gpu* | head -1)
 timeout 200 $T --test-threads 1 > $R/test_wgmma_gpu.log 2>&1
 echo "wgmma_gpu rc=$?"; grep -E "test result|FAILED|panicked" $R/test_wgmma_gpu.log | head -5
