@@ -32,6 +32,28 @@ impl CudaEnv {
             ),
         ]
     }
+
+    /// `export` lines for a POSIX shell (`cargo xtask env`): the library folder goes in front of
+    /// the shell's own `LD_LIBRARY_PATH`, not of this process's (which cargo extends with its
+    /// target folders).
+    pub fn shell_exports(&self) -> String {
+        format!(
+            "export LD_LIBRARY_PATH={}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\nexport RTX_CUDA_INCLUDE={}\n",
+            shell_quote(&self.lib_dir),
+            shell_quote(&self.include_dir)
+        )
+    }
+}
+
+/// `p` as one shell word: bare when it holds only safe characters, else single-quoted.
+fn shell_quote(p: &Path) -> String {
+    let s = p.display().to_string();
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+,=:@%".contains(c);
+    if !s.is_empty() && s.chars().all(safe) {
+        s
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 fn complete(lib: &Path, inc: &Path) -> bool {
@@ -134,4 +156,35 @@ pub fn reexec_with_cuda_env() -> Result<()> {
         .status()
         .context("re-running xtask with the CUDA environment")?;
     std::process::exit(status.code().unwrap_or(1));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_exports_extend_the_shells_path_and_quote_odd_folders() {
+        let env = CudaEnv {
+            lib_dir: PathBuf::from("/opt/cu13/lib"),
+            include_dir: PathBuf::from("/opt/it's here/include"),
+        };
+        assert_eq!(
+            env.shell_exports(),
+            "export LD_LIBRARY_PATH=/opt/cu13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n\
+             export RTX_CUDA_INCLUDE='/opt/it'\\''s here/include'\n"
+        );
+        // The exports run in a shell: the quoted folder comes back as one word.
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "LD_LIBRARY_PATH=/x; {} printf '%s|%s' \"$LD_LIBRARY_PATH\" \"$RTX_CUDA_INCLUDE\"",
+                env.shell_exports().replace('\n', "; ")
+            ))
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "/opt/cu13/lib:/x|/opt/it's here/include"
+        );
+    }
 }

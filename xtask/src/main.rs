@@ -120,10 +120,7 @@ fn run(cmd: Cmd) -> Result<()> {
             cache::run(&cmd)
         }
         Cmd::Env => {
-            let env = cuda_env::ensure()?;
-            for (k, v) in env.vars() {
-                println!("export {k}={v}");
-            }
+            print!("{}", cuda_env::ensure()?.shell_exports());
             Ok(())
         }
     }
