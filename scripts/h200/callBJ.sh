@@ -7,16 +7,18 @@
 # $R/bench/baselines/. Commit it only where smi.txt names the H200 (an H100 run writes
 # NVIDIA_H100_80GB_HBM3.json, a baseline for that card, not a replacement).
 # Build: cargo xtask gpu-bundle --out .devrun --tests none
-# Run: B=$PWD/.devrun bash scripts/h200/callBJ.sh (about 8 minutes; timeout_s 580).
+# Run: B=$PWD/.devrun bash scripts/h200/callBJ.sh (about 8 minutes; timeout_s 600). A bench killed
+# by its timeout still leaves report.partial.json (every finished case) in $R/bench, but then
+# writes no baseline.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBJ.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 timeout 150 python3 $B/torch_anchors.py --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
-python3 scripts/h200/torch_chain8.py --json $R/anchors.json >> $R/anchors.log 2>&1 || echo "chain8 anchor failed"
+timeout 60 python3 scripts/h200/torch_chain8.py --json $R/anchors.json >> $R/anchors.log 2>&1 || echo "chain8 anchor failed"
 pack
 mkdir -p $R/bench/baselines
-RTX_LAYER_TUNE_S=15 timeout 400 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite all \
+RTX_LAYER_TUNE_S=10 timeout 370 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite all \
   --gate bench/baselines/NVIDIA_H200.json --update-baseline $R/bench/baselines/ > $R/bench.log 2>&1
 echo "bench rc=$? (2: a row slower than the old baseline allows)"
 grep -E "^gate:" $R/bench.log | grep -v "^gate: new" > $R/gate.txt; head -30 $R/gate.txt
