@@ -21,7 +21,9 @@ pub struct Cli {
     /// PyTorch anchors JSON written by `torch_anchors.py --json` on the same GPU.
     #[arg(long)]
     pub anchors: Option<PathBuf>,
-    /// Baseline report to gate against (exit code 2 when a case is slower than allowed).
+    /// Baseline report to gate against (exit code 2 when a case is slower than allowed): a
+    /// file, or a folder (then this device's `<device name>.json` in it, as `--update-baseline`
+    /// writes it).
     #[arg(long)]
     pub gate: Option<PathBuf>,
     /// Write this run as the baseline: a file, or a folder (then `<device name>.json` in it).

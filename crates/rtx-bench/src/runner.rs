@@ -205,10 +205,14 @@ pub fn run(
     // Read the inputs before the suites run, so that a bad path costs no GPU time: a gate
     // baseline that cannot be read is an error, anchors that cannot be read a warning.
     let baseline = match &cli.gate {
-        Some(path) => Some(Report::read_file(path).map_err(|source| RunError::Gate {
-            path: path.clone(),
-            source,
-        })?),
+        Some(arg) => {
+            // A folder holds one baseline per card: this device's `<name>.json`.
+            let name = detected
+                .as_ref()
+                .map_or("no GPU", |g| g.device.info().name.as_str());
+            let path = gate::baseline_path(arg, name);
+            Some(Report::read_file(&path).map_err(|source| RunError::Gate { path, source })?)
+        }
         None => None,
     };
     let anchors = cli.anchors.as_ref().and_then(|path| {
@@ -527,6 +531,29 @@ mod tests {
             assert!(printed.is_empty(), "{}", String::from_utf8_lossy(&printed));
             assert!(!out_dir.exists());
         }
+    }
+
+    #[test]
+    fn a_gate_folder_serves_the_devices_own_baseline() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("baselines");
+        std::fs::create_dir(&folder).unwrap();
+        let folder_arg = folder.display().to_string();
+        let cli = quick_cli(&dir.path().join("o"), &["--gate", &folder_arg]);
+        let mut printed = Vec::new();
+        // No file for this device yet: the error names the file the folder would hold.
+        let e = run(&cli, vec![], Err(NoGpu("t".into())), &mut printed).unwrap_err();
+        let want = folder.join(crate::gate::baseline_file_name("no GPU"));
+        assert!(
+            matches!(&e, RunError::Gate { path, .. } if *path == want),
+            "{e}"
+        );
+        // A hand-made baseline (a test input, not a measurement) under the device's name.
+        let mut base = crate::report::tests::sample_report();
+        base.cases.truncate(1);
+        base.write_file(&want).unwrap();
+        let r = run(&cli, vec![], Err(NoGpu("t".into())), &mut printed).unwrap();
+        assert_eq!(r.gate.unwrap().missing.len(), 1);
     }
 
     #[test]
