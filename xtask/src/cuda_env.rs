@@ -134,10 +134,43 @@ pub fn run_with(env: &CudaEnv, mut cmd: Command, what: &str) -> Result<()> {
     }
     let status = cmd.status().with_context(|| format!("starting {what}"))?;
     if !status.success() {
-        bail!("{what} failed ({status})");
+        return Err(ChildFailed {
+            what: what.to_string(),
+            status,
+        }
+        .into());
     }
     Ok(())
 }
+
+/// A command xtask ran ended without success; xtask exits with the same code (rtx-bench's 2
+/// for a gate failure, 3 for a wrong result), or 1 when it was killed by a signal.
+#[derive(Debug)]
+pub struct ChildFailed {
+    /// What was run.
+    pub what: String,
+    /// How it ended.
+    pub status: std::process::ExitStatus,
+}
+
+impl ChildFailed {
+    /// The exit code xtask passes on.
+    pub fn code(&self) -> u8 {
+        self.status
+            .code()
+            .and_then(|c| u8::try_from(c).ok())
+            .filter(|&c| c != 0)
+            .unwrap_or(1)
+    }
+}
+
+impl std::fmt::Display for ChildFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} failed ({})", self.what, self.status)
+    }
+}
+
+impl std::error::Error for ChildFailed {}
 
 /// Re-runs this xtask process with the CUDA environment when it is not set yet (the dynamic
 /// loader reads `LD_LIBRARY_PATH` only at process start). Returns in the re-run process.
@@ -161,6 +194,19 @@ pub fn reexec_with_cuda_env() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_command_passes_its_exit_code_on() {
+        let status = |script: &str| Command::new("sh").args(["-c", script]).status().unwrap();
+        let failed = |script: &str| ChildFailed {
+            what: "sh".into(),
+            status: status(script),
+        };
+        assert_eq!(failed("exit 2").code(), 2);
+        assert_eq!(failed("exit 3").code(), 3);
+        assert_eq!(failed("kill -9 $$").code(), 1, "a signal has no exit code");
+        assert!(failed("exit 2").to_string().starts_with("sh failed ("));
+    }
 
     #[test]
     fn shell_exports_extend_the_shells_path_and_quote_odd_folders() {

@@ -80,14 +80,17 @@ enum Cmd {
     Env,
 }
 
-/// Runs the command; an error prints as one `xtask: ...` line (its whole cause chain) and exits
-/// with 1, not as a debug dump with a backtrace when `RUST_BACKTRACE` is set.
+/// Runs the command; an error prints as one `xtask: ...` line (its whole cause chain), not as a
+/// debug dump with a backtrace when `RUST_BACKTRACE` is set, and exits with 1, or with the code
+/// of the command that failed.
 fn main() -> std::process::ExitCode {
     match run(Cli::parse().cmd) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("xtask: {e:#}");
-            std::process::ExitCode::FAILURE
+            // A command that failed passes its own code on (rtx-bench: 2 gate, 3 wrong result).
+            e.downcast_ref::<cuda_env::ChildFailed>()
+                .map_or(std::process::ExitCode::FAILURE, |c| c.code().into())
         }
     }
 }
