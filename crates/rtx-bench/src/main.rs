@@ -1,5 +1,6 @@
-//! rtx-bench: the benchmark driver (see `cargo xtask bench`). Exit codes: 0 ok, 1 error,
-//! 2 the gate found a slower case, 3 a measured case produced a wrong result.
+//! rtx-bench: the benchmark driver (see `cargo xtask bench`). Exit codes: 0 ok, 1 error (bad
+//! arguments included), 2 the gate found a slower case, 3 a measured case produced a wrong
+//! result.
 
 use clap::Parser;
 use rtx_bench::cli::Cli;
@@ -21,7 +22,11 @@ fn main() {
         std::process::exit(code);
     }
     let argv: Vec<String> = std::env::args().collect();
-    let cli = Cli::parse_from(&argv);
+    // Bad arguments exit with 1, not clap's 2, which here means that the gate failed.
+    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| {
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() { 1 } else { 0 })
+    });
     let detected = gpu::detect();
     // One measuring process per GPU: held for the whole run, so a tuning or benchmark process
     // started beside this one waits instead of timing its kernels against ours.

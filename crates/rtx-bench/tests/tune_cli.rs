@@ -17,7 +17,10 @@ fn rtx_tune(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
+        // A flag clap does not know: exit code 1 too (clap alone would use 2, rtx-tune's code
+        // for "no CUDA GPU").
+        (&["gemm", "16x16x16", "--no-such-flag"], "--no-such-flag"),
         (&["gemm", "0x16x16"], "M must be >= 1"),
         (&["gemm", "16x16"], "`16x16`: expected MxNxK"),
         (
