@@ -6,6 +6,20 @@ use clap::Parser;
 use rtx_synthesis::DType;
 use std::path::PathBuf;
 
+/// Parses `args` as `C`, or prints clap's message and exits: 0 for `--help` / `--version`, 1 for
+/// bad arguments (clap's own 2 means "the gate failed" to rtx-bench and "no CUDA GPU" to
+/// rtx-tune).
+pub fn parse_or_exit<C: Parser, I, T>(args: I) -> C
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    C::try_parse_from(args).unwrap_or_else(|e| {
+        let _ = e.print();
+        std::process::exit(if e.use_stderr() { 1 } else { 0 })
+    })
+}
+
 /// rtx-bench: GEMM / attention / memory / transformer / tuning / AOT benchmarks against cuBLAS,
 /// untuned defaults and PyTorch anchors. Without a CUDA GPU it runs the CPU-side compile suite
 /// only and produces no GPU figures.

@@ -2,7 +2,6 @@
 //! arguments included), 2 the gate found a slower case, 3 a measured case produced a wrong
 //! result.
 
-use clap::Parser;
 use rtx_bench::cli::Cli;
 use rtx_bench::{gpu, runner};
 use tracing_subscriber::EnvFilter;
@@ -22,11 +21,8 @@ fn main() {
         std::process::exit(code);
     }
     let argv: Vec<String> = std::env::args().collect();
-    // Bad arguments exit with 1, not clap's 2, which here means that the gate failed.
-    let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| {
-        let _ = e.print();
-        std::process::exit(if e.use_stderr() { 1 } else { 0 })
-    });
+    // Clap alone would exit with 2 on bad arguments, which here means that the gate failed.
+    let cli: Cli = rtx_bench::cli::parse_or_exit(&argv);
     let detected = gpu::detect();
     // One measuring process per GPU: held for the whole run, so a tuning or benchmark process
     // started beside this one waits instead of timing its kernels against ours.

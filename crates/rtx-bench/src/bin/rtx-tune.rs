@@ -29,9 +29,7 @@
 //! speedup. The row ops and chains are the memory suite's (LayerNorm eps 1e-5, RMSNorm 1e-6),
 //! so `rtx-bench`'s `rtx-tuned` rows serve what this stores.
 //!
-//! Exit codes: 0 ok, 1 error (bad arguments included), 2 no CUDA GPU.
-//!
-//! Exit codes: 0 success, 1 failure, 2 no CUDA GPU.
+//! Exit codes: 0 success, 1 failure (bad arguments included), 2 no CUDA GPU.
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -248,12 +246,8 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .init();
-    // Bad arguments exit with 1 like every other bad input (clap alone would use 2, which
-    // here means that no GPU was found).
-    let cli = Cli::try_parse().unwrap_or_else(|e| {
-        let _ = e.print();
-        std::process::exit(if e.use_stderr() { 1 } else { 0 })
-    });
+    // Clap alone would exit with 2 on bad arguments, which here means that no GPU was found.
+    let cli: Cli = rtx_bench::cli::parse_or_exit(std::env::args_os());
     if let Cmd::Gemm(a) = &cli.cmd {
         if a.experimental {
             // Before any thread starts: the tuner's template and the workers read it.
