@@ -3,9 +3,10 @@
 //! rtx-tune's (2: no CUDA GPU).
 
 use crate::cuda_env;
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-/// Runs `rtx-tune` with `args` (the first is the operation, e.g. `gemm`) and exits with its code.
+/// Runs `rtx-tune` with `args` (the first is the operation, e.g. `gemm`); a failure carries its
+/// exit code ([`cuda_env::ChildFailed`]), which xtask exits with.
 pub fn run(args: &[String]) -> Result<()> {
     let env = cuda_env::ensure()?;
     let mut cmd = crate::cargo();
@@ -20,12 +21,5 @@ pub fn run(args: &[String]) -> Result<()> {
         "--",
     ])
     .args(args);
-    for (k, v) in env.vars() {
-        cmd.env(k, v);
-    }
-    let status = cmd.status().context("starting rtx-tune (cargo run)")?;
-    if !status.success() {
-        std::process::exit(status.code().unwrap_or(1));
-    }
-    Ok(())
+    cuda_env::run_with(&env, cmd, "rtx-tune")
 }
