@@ -53,6 +53,11 @@ impl Checkpoint {
         self.save(&[]);
     }
 
+    /// The report so far: the finished suites and their cases.
+    pub fn report(&self) -> Report {
+        self.done.borrow().clone()
+    }
+
     /// Removes the partial file: the run's `report.json` is written.
     pub fn finish(self) {
         match std::fs::remove_file(&self.path) {
@@ -98,6 +103,8 @@ mod tests {
         assert_eq!(r.suites, vec![run]);
         assert_eq!(r.cases.len(), sample.cases.len() + 1);
         assert_eq!(r.cases[..sample.cases.len()], sample.cases[..]);
+        // The report itself holds the finished suites only, not the running cases.
+        assert_eq!(cp.report().cases, sample.cases);
 
         let path = cp.path().to_path_buf();
         cp.finish();

@@ -235,14 +235,15 @@ pub fn run(
             DeviceSection::absent(reason.to_string())
         }
     };
-    let mut report = Report::new(
+    let report = Report::new(
         now_unix(),
         git_commit(),
         tool_versions(gpu.map(|g| g.device.info())),
         device,
         argv,
     );
-    let checkpoint = Checkpoint::new(&cli.out, report.clone());
+    // The checkpoint holds the run's report as the suites fill it.
+    let checkpoint = Checkpoint::new(&cli.out, report);
     let ctx = SuiteContext {
         gpu,
         quick: cli.quick,
@@ -296,11 +297,9 @@ pub fn run(
                 }
             }
         };
-        let run = SuiteRun { suite: id, skipped };
-        checkpoint.suite_done(run.clone(), &cases);
-        report.cases.extend(cases);
-        report.suites.push(run);
+        checkpoint.suite_done(SuiteRun { suite: id, skipped }, &cases);
     }
+    let mut report = checkpoint.report();
     if let Some(a) = &anchors {
         let n = a.apply(&mut report);
         tracing::info!(target: "rtx_bench", "anchors: {} figures, {n} cases matched", a.len());
