@@ -1,18 +1,11 @@
 //! `rtx-bench`'s exit codes keep their meaning: 2 is the gate's and 3 a wrong result's, so bad
 //! arguments exit with 1 (clap alone would use 2), and `--help` with 0.
 
-use std::process::Command;
+mod cli_support;
 
 /// Runs `rtx-bench args` and returns (exit code, stderr).
 fn rtx_bench(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rtx-bench"))
-        .args(args)
-        .output()
-        .expect("running rtx-bench");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli_support::run_bin(env!("CARGO_BIN_EXE_rtx-bench"), args)
 }
 
 #[test]

@@ -1,18 +1,11 @@
 //! `rtx-tune` names a bad argument (exit code 1) before it looks for a GPU, so the same answer
 //! comes on a machine with or without one.
 
-use std::process::Command;
+mod cli_support;
 
 /// Runs `rtx-tune args` and returns (exit code, stderr).
 fn rtx_tune(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rtx-tune"))
-        .args(args)
-        .output()
-        .expect("running rtx-tune");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    cli_support::run_bin(env!("CARGO_BIN_EXE_rtx-tune"), args)
 }
 
 #[test]
