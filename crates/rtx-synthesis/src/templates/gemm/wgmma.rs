@@ -109,7 +109,7 @@ pub struct DefaultRung {
 }
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
-pub const DEFAULT_LADDER: [DefaultRung; 5] = [
+pub const DEFAULT_LADDER: [DefaultRung; 6] = [
     DefaultRung {
         bm: 128,
         bn: 256,
@@ -124,6 +124,18 @@ pub const DEFAULT_LADDER: [DefaultRung; 5] = [
         bn: 160,
         consumers: 3,
         wgmma_n: 160,
+        stages: 4,
+        persistent: true,
+        raster_group: 1,
+    },
+    // Two 64 x 192 consumers: the transformer layer's projections (one wave or less of the
+    // large tiles). H100, call BK (session 16), against 192 x 160: 4096 x 768 x 3072 bf16
+    // 0.85x -> 0.97x cuBLAS, 4096 x 2304 x 768 0.92x -> 0.98x, 4096 x 768 x 768 0.93x -> 0.98x.
+    DefaultRung {
+        bm: 128,
+        bn: 192,
+        consumers: 2,
+        wgmma_n: 192,
         stages: 4,
         persistent: true,
         raster_group: 1,
@@ -1104,9 +1116,14 @@ mod tests {
         // against 176.9 (bf16 NN), cuBLAS 172.9.
         assert_eq!(pick(4000, 4000, 4096), (192, 160, 3, 4, true, true));
         assert_eq!(pick(4096, 4096, 4096 + 64), (128, 256, 2, 4, true, true));
-        // The encoder layer's FFN-down GEMM: one 73%-full wave of 128x256 beat two of 128x128;
-        // one 83%-full wave of 192 x 160 (110 tiles) carries 6% less work per SM than either.
-        assert_eq!(pick(4096, 768, 3072), (192, 160, 3, 4, true, true));
+        // The encoder layer's projections take the 128 x 192 rung (128 tiles at N = 768, one
+        // 97%-full wave). H100, call BK: FFN-down 4096 x 768 x 3072 bf16 35.9 -> 31.6 us
+        // (cuBLAS 30.6), QKV 4096 x 2304 x 768 29.2 -> 27.4 us, out-proj 4096 x 768 x 768
+        // 14.5 -> 13.7 us; FFN-up 4096 x 3072 x 768 keeps 128 x 256 (33.4 us, 1.00x).
+        assert_eq!(pick(4096, 768, 3072), (128, 192, 2, 4, true, true));
+        assert_eq!(pick(4096, 2304, 768), (128, 192, 2, 4, true, true));
+        assert_eq!(pick(4096, 768, 768), (128, 192, 2, 4, true, true));
+        assert_eq!(pick(4096, 3072, 768), (128, 256, 2, 4, true, true));
         // A batch of small products fills the GPU like one large one.
         let b = GemmProblem::nn(512, 512, 512, DType::F16).batched(8);
         assert_eq!(t.default_config(&b, Arch::Sm90a).bm, 128);
