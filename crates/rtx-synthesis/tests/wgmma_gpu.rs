@@ -676,25 +676,29 @@ fn split_n_cases() -> Vec<Case> {
         sample: Some(2048),
         sms: None,
     });
-    // What default_config serves where the cost model picks the 192 x 160 rung.
-    for (name, p) in [
+    // What default_config serves where the cost model picks the 192 x 160 rung, and the
+    // 128 x 192 rung (the encoder layer's FFN-down GEMM).
+    for (name, p, tile) in [
         (
             "default_nn_4000x4000x4096_sampled",
             problem(4000, 4000, 4096, DType::Bf16, Row, Row),
+            (192, 160),
         ),
         (
             "default_nn_4096x768x3072_sampled",
             problem(4096, 768, 3072, DType::F16, Row, Row),
+            (128, 192),
         ),
         (
             "default_tf32_nn_4000x4000x4096_sampled",
             problem(4000, 4000, 4096, DType::Tf32, Row, Row),
+            (192, 160),
         ),
     ] {
         let c = WgmmaGemm::default().default_config(&p, Arch::Sm90a);
         assert_eq!(
             (c.bm, c.bn, c.tma_store),
-            (192, 160, p.dtype != DType::Tf32),
+            (tile.0, tile.1, p.dtype != DType::Tf32),
             "{name}"
         );
         v.push(Case {
