@@ -866,7 +866,8 @@ impl Template for WgmmaGemm {
     /// 256 x 8192^2 (1.01x), 64 x 128 at 1024^3 (0.89x), 64 x 64 at 64 x 8192^2 (0.98x) and
     /// 512^3 (0.98x), and the model picks exactly those rungs at those shapes (a test pins it);
     /// the 192 x 160 rung (three consumers) won where it quantizes better: 4000^2 x 4096 (call
-    /// AB, 1.01x in rtx-bench call AC) and 4096 x 768 x 3072 (34.4 vs 35.9 us, call AC).
+    /// AB, 1.01x in rtx-bench call AC); the 128 x 192 rung (two consumers) won guided tuning at
+    /// 4096 x 768 x 3072 (call AF) and, as a default, the layer's N <= 2304 projections (call BK).
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
