@@ -9,20 +9,12 @@
 # (5) the wgmma GPU cases (the FFN-down default case now serves the 128 x 192 rung).
 # Build: cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu, then cargo xtask gpu-bundle
 # --out .devrun/exp --tests none --patch docs/runs/2026-12-05/callBL/exp.patch
-# Run: B=$PWD/.devrun bash scripts/h200/callBL.sh (about 5 minutes; timeout_s 420).
+# Run: B=$PWD/.devrun bash scripts/h200/callBL.sh (about 5 minutes; timeout_s 420). The layer
+# steps (3), (3b), (4) run first: they decide the adopted change on any card.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBL.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-timeout 150 python3 $B/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
-timeout 150 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes f32,tf32,bf16,f16 \
-  --gemm-shapes $ISSUE4_SHAPES > $R/bench.log 2>&1; echo "bench rc=$?"
-grep -E "^\| rtx-(wgmma|simt)-default " $R/bench.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
-pack
-for i in 1 2 3 4 5 6; do
-  timeout 40 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
-  echo "small_$i rc=$? $(row $R/s_$i.log)"
-done
 timeout 60 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 \
   --gemm-shapes 4096x768x3072,4096x2304x768,4096x768x768,4096x3072x768 > $R/g_layer.log 2>&1
 echo "layer gemms rc=$? $(row $R/g_layer.log)"
@@ -42,6 +34,16 @@ rm -rf $R/b; pack
 for i in 1 2; do
   RTX_LAYER_TUNE_S=10 timeout 90 $B/rtx-bench --out $R/b --no-progress --suite transformer > $R/t_$i.log 2>&1
   echo "layer $i rc=$?"; grep -E "^\| rtx encoder" $R/t_$i.log | awk -F'|' '{print $2, $3, $6, $7}' | cut -c1-120
+done
+rm -rf $R/b; pack
+timeout 150 python3 $B/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
+timeout 150 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes f32,tf32,bf16,f16 \
+  --gemm-shapes $ISSUE4_SHAPES > $R/bench.log 2>&1; echo "bench rc=$?"
+grep -E "^\| rtx-(wgmma|simt)-default " $R/bench.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
+pack
+for i in 1 2 3 4 5 6; do
+  timeout 40 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
+  echo "small_$i rc=$? $(row $R/s_$i.log)"
 done
 rm -rf $R/b; pack
 T=$(ls $B/tests/*wgmma_gpu* | head -1)
