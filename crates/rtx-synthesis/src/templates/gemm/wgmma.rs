@@ -106,6 +106,9 @@ pub struct DefaultRung {
     pub persistent: bool,
     /// Rasterization group.
     pub raster_group: u32,
+    /// The most waves (work units per SM, rounded up) where the model may pick this rung;
+    /// `None`: no limit.
+    pub max_waves: Option<u32>,
 }
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
@@ -118,6 +121,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 4,
         persistent: true,
         raster_group: 8,
+        max_waves: None,
     },
     DefaultRung {
         bm: 192,
@@ -127,10 +131,14 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 4,
         persistent: true,
         raster_group: 1,
+        max_waves: None,
     },
-    // Two 64 x 192 consumers: the transformer layer's projections (one wave or less of the
-    // large tiles). H100, call BK (session 16), against 192 x 160: 4096 x 768 x 3072 bf16
-    // 0.85x -> 0.97x cuBLAS, 4096 x 2304 x 768 0.92x -> 0.98x, 4096 x 768 x 768 0.93x -> 0.98x.
+    // Two 64 x 192 consumers, up to three waves of them. H100, bf16 against the ladder
+    // without it: call BK (layer shapes) 4096 x 768 x 3072 0.85x -> 0.97x cuBLAS,
+    // 4096 x 2304 x 768 0.92x -> 0.98x, 4096 x 768 x 768 0.93x -> 0.98x; call BL 1024 x 3072 x
+    // 4096 0.60x -> 0.96x, 3072^2 x 4096 0.82x -> 0.94x, 4096 x 1536 x 4096 0.86x -> 1.00x,
+    // 11008 x 512 x 4096 0.82x -> 0.99x (at most 2.9 waves); but at 5.9 waves 2304 x 8192 x
+    // 4096 0.90x -> 0.83x and 6144 x 3072 x 4096 0.93x -> 0.93x.
     DefaultRung {
         bm: 128,
         bn: 192,
@@ -139,6 +147,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 4,
         persistent: true,
         raster_group: 1,
+        max_waves: Some(3),
     },
     DefaultRung {
         bm: 128,
@@ -148,6 +157,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 6,
         persistent: true,
         raster_group: 8,
+        max_waves: None,
     },
     DefaultRung {
         bm: 64,
@@ -157,6 +167,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 8,
         persistent: true,
         raster_group: 1,
+        max_waves: None,
     },
     DefaultRung {
         bm: 64,
@@ -166,6 +177,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         stages: 10,
         persistent: true,
         raster_group: 1,
+        max_waves: None,
     },
 ];
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
@@ -563,8 +575,13 @@ impl WgmmaGemm {
             sm_count: self.sm_count.max(1),
             ..crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0))?
         };
+        let sms = u64::from(self.sm_count.max(1));
         let scored: Vec<(WgmmaConfig, f64, u64)> = rungs
             .iter()
+            .filter(|r| {
+                r.max_waves
+                    .is_none_or(|w| units(&self.rung_config(problem, r)) <= u64::from(w) * sms)
+            })
             .map(|r| self.rung_config(problem, r))
             .filter_map(|c| {
                 let us = cost::estimate_us(problem, &c, &facts)?;
@@ -867,7 +884,8 @@ impl Template for WgmmaGemm {
     /// 512^3 (0.98x), and the model picks exactly those rungs at those shapes (a test pins it);
     /// the 192 x 160 rung (three consumers) won where it quantizes better: 4000^2 x 4096 (call
     /// AB, 1.01x in rtx-bench call AC); the 128 x 192 rung (two consumers) won guided tuning at
-    /// 4096 x 768 x 3072 (call AF) and, as a default, the layer's N <= 2304 projections (call BK).
+    /// 4096 x 768 x 3072 (call AF) and, as a default, the layer's N <= 2304 projections (call BK)
+    /// and other shapes of at most three waves of it (call BL), the limit its rung states.
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
@@ -1125,6 +1143,18 @@ mod tests {
         assert_eq!(pick(4096, 2304, 768), (128, 192, 2, 4, true, true));
         assert_eq!(pick(4096, 768, 768), (128, 192, 2, 4, true, true));
         assert_eq!(pick(4096, 3072, 768), (128, 256, 2, 4, true, true));
+        // Call BL: where the rung fills at most three waves it won; beyond, it lost (2304 x 8192
+        // x 4096: 241 us against 226 for 192 x 160) or tied, so those shapes keep 192 x 160.
+        for (m, n, k) in [
+            (1024, 3072, 4096),
+            (3072, 3072, 4096),
+            (4096, 1536, 4096),
+            (11008, 512, 4096),
+        ] {
+            assert_eq!(pick(m, n, k), (128, 192, 2, 4, true, true), "{m}x{n}x{k}");
+        }
+        assert_eq!(pick(2304, 8192, 4096), (192, 160, 3, 4, true, true));
+        assert_eq!(pick(6144, 3072, 4096), (192, 160, 3, 4, true, true));
         // A batch of small products fills the GPU like one large one.
         let b = GemmProblem::nn(512, 512, 512, DType::F16).batched(8);
         assert_eq!(t.default_config(&b, Arch::Sm90a).bm, 128);
