@@ -549,14 +549,11 @@ impl Report {
     /// Writes the JSON to `path` atomically (a crash leaves the old file, e.g. a baseline, intact),
     /// creating parent folders.
     pub fn write_file(&self, path: &Path) -> Result<(), ReportError> {
-        let io = |source| ReportError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        rtx_synthesis::aot::fsio::write_atomic(path, self.to_json().as_bytes()).map_err(io)
+        rtx_synthesis::aot::fsio::write_atomic_making_parent(path, self.to_json().as_bytes())
+            .map_err(|source| ReportError::Io {
+                path: path.to_path_buf(),
+                source,
+            })
     }
 
     /// Reads a report file.

@@ -158,6 +158,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     result
 }
 
+/// [`write_atomic`], making `path`'s parent folder first when it does not exist (for files a
+/// user names, such as reports and fixtures).
+pub fn write_atomic_making_parent(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    write_atomic(path, bytes)
+}
+
 /// Flushes the folder entry of a rename to disk (best effort; a no-op where unsupported).
 fn sync_parent(path: &Path) {
     #[cfg(unix)]

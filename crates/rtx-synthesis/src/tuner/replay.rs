@@ -189,16 +189,12 @@ impl ReplayTable {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
-        let write = || {
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent)?;
-            }
-            crate::aot::fsio::write_atomic(path, (text + "\n").as_bytes())
-        };
-        write().map_err(|source| ReplayError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
+        crate::aot::fsio::write_atomic_making_parent(path, (text + "\n").as_bytes()).map_err(
+            |source| ReplayError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        )
     }
 
     /// A fixture from a tuning run (use the exhaustive strategy so every row is measured).
