@@ -559,12 +559,11 @@ impl WgmmaGemm {
         // 321.3 us, where the model said 4% faster), and the small rungs were never measured.
         let units =
             |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
+        let sms = u64::from(self.sm_count.max(1));
         let rungs = match problem.dtype {
             DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
             DType::Tf32 => {
-                if units(&self.rung_config(problem, &DEFAULT_LADDER[0]))
-                    < 2 * u64::from(self.sm_count.max(1))
-                {
+                if units(&self.rung_config(problem, &DEFAULT_LADDER[0])) < 2 * sms {
                     return None;
                 }
                 &DEFAULT_LADDER[..2]
@@ -575,17 +574,15 @@ impl WgmmaGemm {
             sm_count: self.sm_count.max(1),
             ..crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0))?
         };
-        let sms = u64::from(self.sm_count.max(1));
         let scored: Vec<(WgmmaConfig, f64, u64)> = rungs
             .iter()
-            .filter(|r| {
-                r.max_waves
-                    .is_none_or(|w| units(&self.rung_config(problem, r)) <= u64::from(w) * sms)
-            })
-            .map(|r| self.rung_config(problem, r))
-            .filter_map(|c| {
-                let us = cost::estimate_us(problem, &c, &facts)?;
+            .filter_map(|r| {
+                let c = self.rung_config(problem, r);
                 let n = units(&c);
+                if r.max_waves.is_some_and(|w| n > u64::from(w) * sms) {
+                    return None;
+                }
+                let us = cost::estimate_us(problem, &c, &facts)?;
                 Some((c, us, n))
             })
             .collect();
