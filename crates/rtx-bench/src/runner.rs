@@ -202,15 +202,17 @@ pub fn run(
     out: &mut dyn Write,
 ) -> Result<RunOutput, RunError> {
     let tolerance = gate::check_tolerance(cli.tolerance)?;
+    let device = match &detected {
+        Ok(g) => DeviceSection::present(g.device.info().clone()),
+        Err(reason) => DeviceSection::absent(reason.to_string()),
+    };
     // Read the inputs before the suites run, so that a bad path costs no GPU time: a gate
     // baseline that cannot be read is an error, anchors that cannot be read a warning.
     let baseline = match &cli.gate {
         Some(arg) => {
-            // A folder holds one baseline per card: this device's `<name>.json`.
-            let name = detected
-                .as_ref()
-                .map_or("no GPU", |g| g.device.info().name.as_str());
-            let path = gate::baseline_path(arg, name);
+            // A folder holds one baseline per card: this device's `<name>.json`, the name
+            // `--update-baseline` writes under.
+            let path = gate::baseline_path(arg, device.name());
             Some(Report::read_file(&path).map_err(|source| RunError::Gate { path, source })?)
         }
         None => None,
@@ -228,13 +230,9 @@ pub fn run(
         source,
     })?;
     let gpu = detected.as_ref().ok();
-    let device = match &detected {
-        Ok(g) => DeviceSection::present(g.device.info().clone()),
-        Err(reason) => {
-            let _ = writeln!(out, "{}", no_gpu_message(reason));
-            DeviceSection::absent(reason.to_string())
-        }
-    };
+    if let Err(reason) = &detected {
+        let _ = writeln!(out, "{}", no_gpu_message(reason));
+    }
     let report = Report::new(
         now_unix(),
         git_commit(),
