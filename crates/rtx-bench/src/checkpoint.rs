@@ -1,9 +1,10 @@
 //! The partial report a run keeps on disk while it goes: `report.partial.json` in the output
 //! folder, rewritten (atomically) after every finished suite and, inside the GEMM, attention
-//! and memory suites, after every case ([`crate::suites::SuiteContext::save_partial`]). A run that is killed (a `timeout`, a fault that takes the process down, an OOM
-//! kill) leaves the cases it had finished there; a run that ends writes `report.json` and removes
-//! the partial file. The partial file has the same format as `report.json`, without the anchors
-//! and the measured profile that are added at the end.
+//! and memory suites, after every case, and in the transformer suite after the unfused plan
+//! ([`crate::suites::SuiteContext::save_partial`]). A run that is killed (a `timeout`, a fault
+//! that takes the process down, an OOM kill) leaves the cases it had finished there; a run that
+//! ends writes `report.json` and removes the partial file. The partial file has the same format
+//! as `report.json`, without the anchors and the measured profile that are added at the end.
 
 use crate::report::{Case, Report, SuiteRun};
 use std::cell::RefCell;

@@ -288,15 +288,28 @@ impl TransformerSuite {
         let un = run_plan(&unfused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| {
             unfused.forward(st, attn.as_ref(), s)
         });
-        let fu = run_plan(&fused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| {
-            fused.forward(st, attn.as_ref(), s)
-        });
-        let mut out = Vec::new();
         let un_median = un.as_ref().ok().map(|m| m.median_us);
-        match fu {
+        let un_case = match un {
             Ok(m) => {
                 let mut c = m.case;
                 c.anchor = Some(key.clone());
+                c.note = Some(format!(
+                    "14 launches: plain GEMMs at default configs, bias / ReLU / residual as separate elementwise kernels, attention [{}], 2 LayerNorms",
+                    attn.describe()
+                ));
+                c
+            }
+            Err(c) => c,
+        };
+        // A fault in the fused plan that takes the process down keeps the unfused figure.
+        ctx.save_partial(std::slice::from_ref(&un_case));
+        let fu = run_plan(&fused_name, ctx, gpu, &mut st, &want, &rows, &|st, s| {
+            fused.forward(st, attn.as_ref(), s)
+        });
+        let fu_case = match fu {
+            Ok(m) => {
+                let mut c = m.case;
+                c.anchor = Some(key);
                 if let Some(u) = un_median {
                     c.baselines.untuned = c.measured_baseline(u);
                 }
@@ -317,23 +330,11 @@ impl TransformerSuite {
                         format!("; this run {}", tuned.join(", "))
                     }
                 ));
-                out.push(c);
+                c
             }
-            Err(c) => out.push(c),
-        }
-        match un {
-            Ok(m) => {
-                let mut c = m.case;
-                c.anchor = Some(key);
-                c.note = Some(format!(
-                    "14 launches: plain GEMMs at default configs, bias / ReLU / residual as separate elementwise kernels, attention [{}], 2 LayerNorms",
-                    attn.describe()
-                ));
-                out.push(c);
-            }
-            Err(c) => out.push(c),
-        }
-        out
+            Err(c) => c,
+        };
+        vec![fu_case, un_case]
     }
 }
 
