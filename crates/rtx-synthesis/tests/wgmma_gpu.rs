@@ -18,6 +18,7 @@
 use half::{bf16, f16};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
 use rtx_runtime::{Blas, BlasDtype, BlasGemm, Device, DeviceBuffer, Event, Function, Stream};
 use rtx_synthesis::aot::{self, nvrtc_or_skip};
 use rtx_synthesis::synth::inputs::decode_output;
@@ -1201,6 +1202,7 @@ fn run_case(
     stream: &Stream,
     t: &WgmmaGemm,
     case: &Case,
+    kernel: &(aot::Compiled, String),
     seed: u64,
 ) -> Result<(f64, f64), String> {
     let p = &case.p;
@@ -1260,7 +1262,12 @@ fn run_case(
     } else {
         None
     };
-    let (f, entry) = compile_load(dev, t, p, &case.c);
+    let (compiled, entry) = kernel;
+    let entry = entry.clone();
+    let f = dev
+        .load_module(&compiled.cubin)
+        .and_then(|m| m.function(&entry))
+        .map_err(|e| format!("{entry}: load: {e}"))?;
     let mut bufs = WgmmaBuffers {
         a: &da,
         b: &db,
@@ -1484,13 +1491,37 @@ fn wgmma_gemm_matches_the_f64_reference() {
     let mut failures = Vec::new();
     // RTX_WGMMA_CASE=<substring>[,<substring>...] runs only the cases matching one of them.
     let filter = std::env::var("RTX_WGMMA_CASE").unwrap_or_default();
-    for (i, case) in cases().iter().enumerate() {
-        if !filter.split(',').any(|f| case.name.contains(f)) {
-            continue;
-        }
+    let all = cases();
+    let chosen: Vec<(usize, &Case)> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, case)| filter.split(',').any(|f| case.name.contains(f)))
+        .collect();
+    // NVRTC + ptxas take about 1-2 s a kernel: compiled one after another, the ~90 cases took
+    // 131-200 s of the device call (call BM's 200 s timeout cut one run). All of them first,
+    // on every core, then the GPU part one case at a time.
+    let started = Instant::now();
+    let kernels: Vec<(aot::Compiled, String)> = chosen
+        .par_iter()
+        .map(|(_, case)| {
+            let tc = case.sms.map_or(t, WgmmaGemm::new);
+            let src = tc
+                .emit(&case.p, &case.c, Arch::Sm90a)
+                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            let out =
+                aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+            (out, src.entry)
+        })
+        .collect();
+    eprintln!(
+        "compiled {} case kernels in {:?}",
+        kernels.len(),
+        started.elapsed()
+    );
+    for ((i, case), kernel) in chosen.iter().zip(&kernels) {
         let started = Instant::now();
         let tc = case.sms.map_or(t, WgmmaGemm::new);
-        match run_case(&dev, &stream, &tc, case, 0x5eed + i as u64) {
+        match run_case(&dev, &stream, &tc, case, kernel, 0x5eed + *i as u64) {
             Ok((err, worst)) => eprintln!(
                 "PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})",
                 case.name,
