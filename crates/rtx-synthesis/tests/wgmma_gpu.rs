@@ -120,12 +120,22 @@ fn compile_load(
     p: &GemmProblem,
     c: &WgmmaConfig,
 ) -> (Function, String) {
+    let (out, entry) = compile(t, p, c);
+    (load(dev, &out, &entry), entry)
+}
+
+/// Emits and compiles one kernel (no device needed: the reference test runs these in parallel).
+fn compile(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) -> (aot::Compiled, String) {
     let src = t.emit(p, c, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
     let out = aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{e}"));
+    (out, src.entry)
+}
+
+fn load(dev: &Device, out: &aot::Compiled, entry: &str) -> Function {
     let module = dev
         .load_module(&out.cubin)
-        .unwrap_or_else(|e| panic!("{}: {e}", src.entry));
-    (module.function(&src.entry).unwrap(), src.entry)
+        .unwrap_or_else(|e| panic!("{entry}: {e}"));
+    module.function(entry).unwrap()
 }
 
 /// f64 reference of output element (batch, i, j) (same formula as `reference::gemm_f64`).
@@ -1263,11 +1273,7 @@ fn run_case(
         None
     };
     let (compiled, entry) = kernel;
-    let entry = entry.clone();
-    let f = dev
-        .load_module(&compiled.cubin)
-        .and_then(|m| m.function(&entry))
-        .map_err(|e| format!("{entry}: load: {e}"))?;
+    let f = load(dev, compiled, entry);
     let mut bufs = WgmmaBuffers {
         a: &da,
         b: &db,
@@ -1279,7 +1285,7 @@ fn run_case(
     };
     t.enqueue(&f, p, &case.c, &mut bufs, stream)
         .map_err(|e| format!("{entry}: launch: {e}"))?;
-    wait_or_hang(dev, stream, &entry, Duration::from_secs(20))?;
+    wait_or_hang(dev, stream, entry, Duration::from_secs(20))?;
     if let Some(w) = &dws {
         // Every launch must leave the arrival counters zero for the next one.
         let part = case.c.workspace_partial_bytes(p.m, p.n, p.batch) as usize / 4;
@@ -1492,10 +1498,11 @@ fn wgmma_gemm_matches_the_f64_reference() {
     // RTX_WGMMA_CASE=<substring>[,<substring>...] runs only the cases matching one of them.
     let filter = std::env::var("RTX_WGMMA_CASE").unwrap_or_default();
     let all = cases();
-    let chosen: Vec<(usize, &Case)> = all
+    let chosen: Vec<(usize, &Case, WgmmaGemm)> = all
         .iter()
         .enumerate()
         .filter(|(_, case)| filter.split(',').any(|f| case.name.contains(f)))
+        .map(|(i, case)| (i, case, case.sms.map_or(t, WgmmaGemm::new)))
         .collect();
     // NVRTC + ptxas take about 1-2 s a kernel: compiled one after another, the ~90 cases took
     // 131-200 s of the device call (call BM's 200 s timeout cut one run). All of them first,
@@ -1503,25 +1510,16 @@ fn wgmma_gemm_matches_the_f64_reference() {
     let started = Instant::now();
     let kernels: Vec<(aot::Compiled, String)> = chosen
         .par_iter()
-        .map(|(_, case)| {
-            let tc = case.sms.map_or(t, WgmmaGemm::new);
-            let src = tc
-                .emit(&case.p, &case.c, Arch::Sm90a)
-                .unwrap_or_else(|e| panic!("{}: {e}", case.name));
-            let out =
-                aot::compile(&src, Arch::Sm90a).unwrap_or_else(|e| panic!("{}: {e}", case.name));
-            (out, src.entry)
-        })
+        .map(|(_, case, tc)| compile(tc, &case.p, &case.c))
         .collect();
     eprintln!(
         "compiled {} case kernels in {:?}",
         kernels.len(),
         started.elapsed()
     );
-    for ((i, case), kernel) in chosen.iter().zip(&kernels) {
+    for ((i, case, tc), kernel) in chosen.iter().zip(&kernels) {
         let started = Instant::now();
-        let tc = case.sms.map_or(t, WgmmaGemm::new);
-        match run_case(&dev, &stream, &tc, case, kernel, 0x5eed + *i as u64) {
+        match run_case(&dev, &stream, tc, case, kernel, 0x5eed + *i as u64) {
             Ok((err, worst)) => eprintln!(
                 "PASS {:<48} rel {err:.2e} worst-abs {worst:.2e} ({:?})",
                 case.name,
