@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Device call BP (session 18): the two prepared short calls in one: call BN's eight 512^3/1024^3
+# rounds (issue 4's unmet bar; it counts only where smi.txt names the H200), then call BO's
+# wgmma_gpu f64-reference test, whose kernels now compile in parallel before the GPU part.
+# Build: cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu
+# Run: B=$PWD/.devrun bash scripts/h200/callBP.sh (about 5 minutes; timeout_s 480).
+set -u; . "$(dirname "$0")/env.sh"
+pack() { tar -C $R -czf $OUT/callBP.tgz . ; }
+cat $B/BUILD > $R/build.txt
+date -u +"start %T" >> $R/smi.txt
+for i in 1 2 3 4 5 6 7 8; do
+  timeout 30 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
+  echo "small_$i rc=$? $(row $R/s_$i.log)"
+  pack
+done
+rm -rf $R/b
+date -u +"bench end %T" >> $R/smi.txt
+T=$(ls $B/tests/*wgmma_gpu* | head -1)
+timeout 280 $T --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_wgmma_gpu.log 2>&1
+echo "wgmma_gpu rc=$?"; grep -E "test result|FAILED|panicked|compiled" $R/test_wgmma_gpu.log | head -5
+date -u +"end %T" >> $R/smi.txt
+pack
