@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Device call BR (session 18): the PyTorch GEMM anchors for calls BP/BQ's H200 figures (those
+# calls ran none), with six more 512^3/1024^3 rounds of the GEMM suite in the same call.
+# Build: cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu (the bundle of calls BP/BQ)
+# Run: B=$PWD/.devrun bash scripts/h200/callBR.sh (about 3 minutes; timeout_s 240).
+set -u; . "$(dirname "$0")/env.sh"
+pack() { tar -C $R -czf $OUT/callBR.tgz . ; }
+cat $B/BUILD > $R/build.txt
+date -u +"start %T" >> $R/smi.txt
+timeout 150 python3 $B/torch_anchors.py --only gemm --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
+grep -iE "gemm|matmul" $R/anchors.log | head -12
+pack
+for i in 1 2 3 4 5 6; do
+  timeout 30 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
+  echo "small_$i rc=$? $(row $R/s_$i.log)"
+  pack
+done
+rm -rf $R/b
+date -u +"end %T" >> $R/smi.txt
+pack
