@@ -8,12 +8,7 @@ set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callBP.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-for i in 1 2 3 4 5 6 7 8; do
-  timeout 30 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
-  echo "small_$i rc=$? $(row $R/s_$i.log)"
-  pack
-done
-rm -rf $R/b
+small_rounds 8
 date -u +"bench end %T" >> $R/smi.txt
 T=$(ls $B/tests/*wgmma_gpu* | head -1)
 timeout 280 $T --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_wgmma_gpu.log 2>&1

@@ -10,11 +10,6 @@ date -u +"start %T" >> $R/smi.txt
 timeout 150 python3 $B/torch_anchors.py --only gemm --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
 grep -iE "gemm|matmul" $R/anchors.log | head -12
 pack
-for i in 1 2 3 4 5 6; do
-  timeout 30 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$i.log 2>&1
-  echo "small_$i rc=$? $(row $R/s_$i.log)"
-  pack
-done
-rm -rf $R/b
+small_rounds 6
 date -u +"end %T" >> $R/smi.txt
 pack
