@@ -10,8 +10,6 @@ cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 small_rounds 8
 date -u +"bench end %T" >> $R/smi.txt
-T=$(ls $B/tests/*wgmma_gpu* | head -1)
-timeout 280 $T --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_wgmma_gpu.log 2>&1
-echo "wgmma_gpu rc=$?"; grep -E "test result|FAILED|panicked|compiled" $R/test_wgmma_gpu.log | head -5
+wgmma_f64_test 280
 date -u +"end %T" >> $R/smi.txt
 pack

@@ -18,3 +18,28 @@ small_rounds() {
   done
   rm -rf $R/b
 }
+# rotated_rounds N ARM...: N rounds of A/B arms in separate processes. Each round calls the
+# script's arm() once per ARM (with the round in $i), the order rotated by one every round, then
+# pack(). Used by calls BS-BV.
+rotated_rounds() {
+  local n=$1; shift
+  local arms=("$@") k=$#
+  for i in $(seq 1 $n); do
+    for j in $(seq 0 $((k - 1))); do arm ${arms[$(( (i + j) % k ))]}; done
+    pack
+  done
+  rm -rf $R/b
+}
+# finish: the end time and the card's state after the work into smi.txt, then pack().
+finish() {
+  date -u +"end %T" >> $R/smi.txt
+  nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv >> $R/smi.txt
+  pack
+}
+# wgmma_f64_test SECONDS: the bundle's wgmma_gemm_matches_the_f64_reference (every wgmma case
+# against the f64 reference) into $R/test_wgmma_gpu.log, with its summary lines.
+wgmma_f64_test() {
+  local t=$(ls $B/tests/*wgmma_gpu* | head -1)
+  timeout $1 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_wgmma_gpu.log 2>&1
+  echo "wgmma_gpu rc=$?"; grep -E "test result|FAILED|panicked|compiled" $R/test_wgmma_gpu.log | head -5
+}
