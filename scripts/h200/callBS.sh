@@ -25,8 +25,7 @@ pack
 arm() {
   local d=$B e=
   case $1 in base) d=$B/base ;; new) ;; *) e=${1#g} ;; esac
-  env ${e:+RTX_EXP_GPC=$e} timeout 40 $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log)"
+  arm_bench $1 $d 512x512x512,1024x1024x1024 100000 ${e:+RTX_EXP_GPC=$e}
 }
 rotated_rounds 8 base new g8x2x1 g4x4x1 g8x2x2
 date -u +"rounds end %T" >> $R/smi.txt

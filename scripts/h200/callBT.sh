@@ -15,8 +15,7 @@ date -u +"start %T" >> $R/smi.txt
 arm() {
   local d=$B e=
   case $1 in base) d=$B/base ;; new) ;; *) e=${1#h} ;; esac
-  env ${e:+RTX_EXP_HEAD=$e} timeout 40 $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024,2048x2048x2048 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-400)"
+  arm_bench $1 $d 512x512x512,1024x1024x1024,2048x2048x2048 400 ${e:+RTX_EXP_HEAD=$e}
 }
 rotated_rounds 6 base new h1 h2 h4
 finish

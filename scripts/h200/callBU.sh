@@ -15,8 +15,7 @@ date -u +"start %T" >> $R/smi.txt
 arm() {
   local d=$B h= f=
   case $1 in base) d=$B/base ;; h0) h=0 ;; h8) ;; nf8) f=1 ;; nf0) f=1 h=0 ;; esac
-  env ${h:+RTX_EXP_HEAD=$h} ${f:+RTX_EXP_NOFENCE=$f} timeout 40 $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024,2048x2048x2048 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-300)"
+  arm_bench $1 $d 512x512x512,1024x1024x1024,2048x2048x2048 300 ${h:+RTX_EXP_HEAD=$h} ${f:+RTX_EXP_NOFENCE=$f}
 }
 rotated_rounds 6 base h0 h8 nf8 nf0
 finish

@@ -15,8 +15,7 @@ date -u +"start %T" >> $R/smi.txt
 arm() {
   local e=
   case $1 in h0) ;; *) e=${1#d} ;; esac
-  env RTX_EXP_HEAD=0 ${e:+RTX_EXP_DELAY=$e} timeout 40 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024,2048x2048x2048 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-200)"
+  arm_bench $1 $B 512x512x512,1024x1024x1024,2048x2048x2048 200 RTX_EXP_HEAD=0 ${e:+RTX_EXP_DELAY=$e}
 }
 rotated_rounds 6 h0 d150 d400 d1000 d3000
 finish

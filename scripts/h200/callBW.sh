@@ -21,8 +21,7 @@ arm() {
   local v=
   case $1 in F) v="RTX_EXP_FASTDIV=1" ;; D) v="RTX_EXP_DECFIRST=1" ;; FD) v="RTX_EXP_FASTDIV=1 RTX_EXP_DECFIRST=1" ;;
     FDA) v="RTX_EXP_FASTDIV=1 RTX_EXP_DECFIRST=1 RTX_EXP_ARRIVE=1" ;; esac
-  env $v timeout 40 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024,2048x2048x2048 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-200)"
+  arm_bench $1 $B 512x512x512,1024x1024x1024,2048x2048x2048 200 $v
 }
 rotated_rounds 6 base F D FD FDA
 finish

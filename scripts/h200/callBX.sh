@@ -17,8 +17,7 @@ date -u +"start %T" >> $R/smi.txt
 arm() {
   local v=
   case $1 in old) v="RTX_EXP_OLDCOORDS=1" ;; r1) v="RTX_EXP_NOR8=1" ;; esac
-  env $v timeout 40 $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes 512x512x512,1024x1024x1024,2048x2048x2048 > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-200)"
+  arm_bench $1 $B 512x512x512,1024x1024x1024,2048x2048x2048 200 $v
 }
 rotated_rounds 5 old new r1
 wgmma_f64_test 120

@@ -18,6 +18,14 @@ small_rounds() {
   done
   rm -rf $R/b
 }
+# arm_bench ARM BUNDLE SHAPES COLS [VAR=VALUE...]: one A/B process for round $i: the bundle's
+# rtx-bench GEMM suite (bf16, f16) at SHAPES with the given codegen switches in its environment,
+# logged to $R/s_<ARM>_<i>.log; prints the round's row() cut to COLS characters. Calls BS-BX.
+arm_bench() {
+  local name=$1 d=$2 shapes=$3 cols=$4; shift 4
+  env "$@" timeout 40 $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $shapes > $R/s_${name}_$i.log 2>&1
+  echo "${name}_$i rc=$? $(row $R/s_${name}_$i.log | cut -c1-$cols)"
+}
 # rotated_rounds N ARM...: N rounds of A/B arms in separate processes. Each round calls the
 # script's arm() once per ARM (with the round in $i), the order rotated by one every round, then
 # pack(). Used by calls BS-BV.
