@@ -181,6 +181,12 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         max_waves: None,
     },
 ];
+/// B operand size from which the 64 x 128 default rung groups its tile rows
+/// ([`WgmmaGemm::b_streams`]):
+/// 32 MiB, under the H100's 50 MB and the H200's 60 MB of L2 that B shares with A and C.
+pub const STREAM_B_BYTES: u64 = 32 << 20;
+/// The raster group the 64 x 128 default rung takes where B streams (the large rungs' group).
+pub const STREAM_RASTER_GROUP: u32 = 8;
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
 pub const MAX_STAGES: u32 = 12;
 /// Ring depths the search space offers. Deep rings pay off where a block runs only a few k-blocks
@@ -597,6 +603,20 @@ impl WgmmaGemm {
         pick.map(|p| p.0.clone())
     }
 
+    /// Whether B is read from DRAM rather than L2 under row-major tile order: more than one row
+    /// of tiles and a B operand of at least [`STREAM_B_BYTES`]. Row-major order then runs the
+    /// readers of one B column block a whole row of tiles apart, and each brings it from DRAM
+    /// again; groups of rows run them next to each other. H100, bf16 NN, the 64 x 128 rung
+    /// (8 stages), `rtx-tune --strategy exhaustive --where` (call CB, cuBLAS in the same
+    /// process): 128 x 8192^2 69.7 us row-major against 58.1 us in groups of 8 (cuBLAS 58.2);
+    /// 192 x 8192^2 121.5 against 72.4 us (cuBLAS 62.5); at 1024^3 (B 2 MiB) row-major stays
+    /// ahead, 9.3 against 9.4 us.
+    pub fn b_streams(problem: &GemmProblem, c: &WgmmaConfig) -> bool {
+        let (tiles_m, _) = c.tiles(problem.m, problem.n);
+        let b_bytes = problem.k as u64 * problem.n as u64 * problem.dtype.size_bytes() as u64;
+        tiles_m > 1 && b_bytes >= STREAM_B_BYTES
+    }
+
     /// What the TMA-store epilogue needs of C: a 16-byte row pitch and, when batched, a 16-byte
     /// batch stride below 2^40 bytes (the C pointer's 16-byte alignment is checked at launch).
     pub fn check_tma_store(p: &GemmProblem) -> Result<(), String> {
@@ -886,9 +906,17 @@ impl Template for WgmmaGemm {
     /// and other shapes of at most three waves of it (call BL), the limit its rung states.
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
+    ///
+    /// The 64 x 128 rung (row-major tile order) switches to groups of [`STREAM_RASTER_GROUP`]
+    /// tile rows where B streams: see [`Self::b_streams`].
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
-        self.model_pick(problem)
-            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
+        let mut c = self
+            .model_pick(problem)
+            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]));
+        if (c.bm, c.bn) == (64, 128) && c.raster_group == 1 && Self::b_streams(problem, &c) {
+            c.raster_group = STREAM_RASTER_GROUP;
+        }
+        c
     }
 
     fn emit(
@@ -1133,6 +1161,21 @@ mod tests {
         // against 176.9 (bf16 NN), cuBLAS 172.9.
         assert_eq!(pick(4000, 4000, 4096), (192, 160, 3, 4, true, true));
         assert_eq!(pick(4096, 4096, 4096 + 64), (128, 256, 2, 4, true, true));
+        // Where B streams from DRAM the 64 x 128 rung groups its tile rows (call CB, H100: 128 x
+        // 8192^2 69.7 -> 58.1 us, cuBLAS 58.2); with one row of tiles, or B in L2, it keeps
+        // row-major order, and so does the 64 x 64 rung (not measured in groups).
+        let raster = |m, n, k| {
+            t.default_config(&GemmProblem::nn(m, n, k, DType::Bf16), Arch::Sm90a)
+                .raster_group
+        };
+        assert_eq!(pick(128, 8192, 8192), (64, 128, 1, 8, true, true));
+        assert_eq!(raster(128, 8192, 8192), STREAM_RASTER_GROUP);
+        assert_eq!(raster(1024, 1024, 1024), 1);
+        assert_eq!(raster(512, 512, 512), 1);
+        assert_eq!(raster(64, 8192, 8192), 1);
+        assert_eq!(raster(4000, 4000, 4096), 1);
+        assert_eq!(pick(128, 2048, 8192), (64, 64, 1, 10, true, true));
+        assert_eq!(raster(128, 2048, 8192), 1);
         // The encoder layer's projections take the 128 x 192 rung (128 tiles at N = 768, one
         // 97%-full wave). H100, call BK: FFN-down 4096 x 768 x 3072 bf16 35.9 -> 31.6 us
         // (cuBLAS 30.6), QKV 4096 x 2304 x 768 29.2 -> 27.4 us, out-proj 4096 x 768 x 768
