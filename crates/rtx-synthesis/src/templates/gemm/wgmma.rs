@@ -110,6 +110,9 @@ pub struct DefaultRung {
     /// The most waves (work units per SM, rounded up) where the model may pick this rung;
     /// `None`: no limit.
     pub max_waves: Option<u32>,
+    /// The rasterization group this rung takes instead where B streams from DRAM
+    /// ([`WgmmaGemm::b_streams`]); `None`: it keeps `raster_group`.
+    pub streaming_raster_group: Option<u32>,
 }
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
@@ -123,6 +126,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 8,
         max_waves: None,
+        streaming_raster_group: None,
     },
     DefaultRung {
         bm: 192,
@@ -133,6 +137,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 1,
         max_waves: None,
+        streaming_raster_group: None,
     },
     // Two 64 x 192 consumers, up to three waves of them. H100, bf16 against the ladder
     // without it: call BK (layer shapes) 4096 x 768 x 3072 0.85x -> 0.97x cuBLAS,
@@ -149,6 +154,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 1,
         max_waves: Some(3),
+        streaming_raster_group: None,
     },
     DefaultRung {
         bm: 128,
@@ -159,6 +165,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 8,
         max_waves: None,
+        streaming_raster_group: None,
     },
     DefaultRung {
         bm: 64,
@@ -169,6 +176,7 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 1,
         max_waves: None,
+        streaming_raster_group: Some(STREAM_RASTER_GROUP),
     },
     DefaultRung {
         bm: 64,
@@ -179,13 +187,14 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         persistent: true,
         raster_group: 1,
         max_waves: None,
+        streaming_raster_group: None,
     },
 ];
-/// B operand size from which the 64 x 128 default rung groups its tile rows
-/// ([`WgmmaGemm::b_streams`]):
+/// B operand size from which a rung with a `streaming_raster_group` (the 64 x 128 rung) groups its
+/// tile rows ([`WgmmaGemm::b_streams`]):
 /// 32 MiB, under the H100's 50 MB and the H200's 60 MB of L2 that B shares with A and C.
 pub const STREAM_B_BYTES: u64 = 32 << 20;
-/// The raster group the 64 x 128 default rung takes where B streams (the large rungs' group).
+/// The raster group the 64 x 128 rung takes where B streams (the large rungs' group).
 pub const STREAM_RASTER_GROUP: u32 = 8;
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
 pub const MAX_STAGES: u32 = 12;
@@ -532,10 +541,11 @@ impl WgmmaGemm {
     }
 
     /// The config of one [`DEFAULT_LADDER`] rung for `problem` (the TMA-store epilogue for
-    /// f16/bf16 on a persistent rung where C allows it; tf32 stores directly).
+    /// f16/bf16 on a persistent rung where C allows it; tf32 stores directly; the rung's
+    /// `streaming_raster_group` where B streams).
     pub fn rung_config(&self, problem: &GemmProblem, rung: &DefaultRung) -> WgmmaConfig {
         let sixteen_bit = matches!(problem.dtype, DType::F16 | DType::Bf16);
-        WgmmaConfig {
+        let mut c = WgmmaConfig {
             bm: rung.bm,
             bn: rung.bn,
             bk: Self::block_k(problem.dtype).unwrap_or(BLOCK_K),
@@ -550,7 +560,13 @@ impl WgmmaGemm {
             tma_store: sixteen_bit && rung.persistent && Self::check_tma_store(problem).is_ok(),
             split_n: false,
             cluster_k: 1,
+        };
+        if let Some(g) = rung.streaming_raster_group {
+            if Self::b_streams(problem, &c) {
+                c.raster_group = g;
+            }
         }
+        c
     }
 
     /// The default (see [`Template::default_config`]): the ladder rung the cost model predicts
@@ -910,13 +926,8 @@ impl Template for WgmmaGemm {
     /// The 64 x 128 rung (row-major tile order) switches to groups of [`STREAM_RASTER_GROUP`]
     /// tile rows where B streams: see [`Self::b_streams`].
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
-        let mut c = self
-            .model_pick(problem)
-            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]));
-        if (c.bm, c.bn) == (64, 128) && c.raster_group == 1 && Self::b_streams(problem, &c) {
-            c.raster_group = STREAM_RASTER_GROUP;
-        }
-        c
+        self.model_pick(problem)
+            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
     }
 
     fn emit(
