@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Device call BY (session 20): issue 4's whole picture for main 1514dd1 (kernels of 99cb670,
 # wgmma VERSION 6: the one-division tile order, measured only on an H100 before this call).
+# Session 21 runs it again for its build (build.txt names it: wgmma VERSION 7, 64-row A boxes, the
+# 64 x 192 rung; ISSUE4_SHAPES gained M = 160).
 # Check `smi.txt` first: only a card named H200 there counts for issue 4's bars.
 # (1) eight rounds at 512^3 / 1024^3 bf16+f16 (the unmet bar first); (2) the PyTorch GEMM
 # anchors and the suite at issue 4's shapes for f32/tf32/bf16/f16, cuBLAS alternating with each

@@ -3,8 +3,8 @@ B=${B:-$PWD/.gpu-bundle}
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} RTX_CUDA_INCLUDE=/usr/local/cuda/include RTX_CACHE_DIR=$B/cache RTX_REQUIRE_NVRTC=1 RTX_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 R=$OUT/r; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv >> $R/smi.txt
-# Issue 4's GEMM shapes (the bars: 512^3-8192^3 and its odd shapes; M = 128 and 192 since session 20).
-ISSUE4_SHAPES=512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4000x4000x4096,64x8192x8192,128x8192x8192,192x8192x8192,256x8192x8192,4096x4096x1000
+# Issue 4's GEMM shapes (the bars: 512^3-8192^3 and its odd shapes; M = 128 and 192 since session 20, 160 since 21).
+ISSUE4_SHAPES=512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4000x4000x4096,64x8192x8192,128x8192x8192,160x8192x8192,192x8192x8192,256x8192x8192,4096x4096x1000
 # One line per rtx-bench log: each cuBLAS and rtx default row's case, median and ratio.
 row() { grep -E '^\| (rtx-wgmma-default|cublas) ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/rtx-wgmma-default //g; s/  */ /g'; }
 # N rounds of the GEMM suite at 512^3 and 1024^3, bf16 and f16 (issue 4's unmet bar), cuBLAS

@@ -88,8 +88,9 @@ use config::{BLOCK_K, BLOCK_K_TF32, SWIZZLE_BYTES};
 pub const NAME: &str = "gemm_wgmma";
 /// Bump on any change to the generated code or to how its launch encodes the tensor maps (5: the
 /// maps' L2 promotion follows [`tma::l2_promotion`], so tuned winners of 4 are re-tuned; 6: the
-/// tile order divides once, so timings and winners of 5 are measured again).
-pub const VERSION: u32 = 6;
+/// tile order divides once, so timings and winners of 5 are measured again; 7: a K-major A tile
+/// loads in 64-row boxes and skips those past M).
+pub const VERSION: u32 = 7;
 /// One rung of the default-config ladder ([`Template::default_config`] of [`WgmmaGemm`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DefaultRung {
@@ -113,10 +114,14 @@ pub struct DefaultRung {
     /// The rasterization group this rung takes instead where B streams from DRAM
     /// ([`WgmmaGemm::b_streams`]); `None`: it keeps `raster_group`.
     pub streaming_raster_group: Option<u32>,
+    /// The model may pick this rung only where B streams from DRAM ([`WgmmaGemm::b_streams`]).
+    pub only_where_b_streams: bool,
+    /// The most rows of tiles where the model may pick this rung; `None`: no limit.
+    pub max_tile_rows: Option<u32>,
 }
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
-pub const DEFAULT_LADDER: [DefaultRung; 6] = [
+pub const DEFAULT_LADDER: [DefaultRung; 7] = [
     DefaultRung {
         bm: 128,
         bn: 256,
@@ -127,6 +132,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 8,
         max_waves: None,
         streaming_raster_group: None,
+        only_where_b_streams: false,
+        max_tile_rows: None,
     },
     DefaultRung {
         bm: 192,
@@ -138,6 +145,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 1,
         max_waves: None,
         streaming_raster_group: None,
+        only_where_b_streams: false,
+        max_tile_rows: None,
     },
     // Two 64 x 192 consumers, up to three waves of them. H100, bf16 against the ladder
     // without it: call BK (layer shapes) 4096 x 768 x 3072 0.85x -> 0.97x cuBLAS,
@@ -155,6 +164,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 1,
         max_waves: Some(3),
         streaming_raster_group: None,
+        only_where_b_streams: false,
+        max_tile_rows: None,
     },
     DefaultRung {
         bm: 128,
@@ -166,6 +177,30 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 8,
         max_waves: None,
         streaming_raster_group: None,
+        only_where_b_streams: false,
+        max_tile_rows: None,
+    },
+    // One 64 x 192 consumer where its tiles fit one wave in at most three rows and B streams
+    // from DRAM: 129 tiles at 160 and 192 x 8192^2, where the 128 x 128 rung makes 128. H100,
+    // call CF (3 rounds, bf16 / f16 against the ladder without it, cuBLAS alternating):
+    // 160 x 8192^2 0.96x -> 0.99 / 0.98x, 192 x 8192^2 1.02 -> 1.03x, 192 x 6144 x 4096
+    // 1.04 -> 1.06x, 96 x 11008 x 4096 0.99 -> 1.04x; 384 x 4096^2 (6 rows) flat. It won at
+    // 1024 x 1536 x 1024 (0.92 -> 1.03x), 4096 x 384 x 4096 and 8192 x 192 x 8192 too, but lost
+    // at 512 x 3072 x 1000 (8 rows, 0.98 -> 0.78x) and 768 x 2048 x 4096 (12 rows, 0.91 ->
+    // 0.76x; 9.1 TB/s from L2 into the SMs, its ceiling in that call), so the model is not
+    // offered it there.
+    DefaultRung {
+        bm: 64,
+        bn: 192,
+        consumers: 1,
+        wgmma_n: 192,
+        stages: 6,
+        persistent: true,
+        raster_group: 1,
+        max_waves: Some(1),
+        streaming_raster_group: Some(STREAM_RASTER_GROUP),
+        only_where_b_streams: true,
+        max_tile_rows: Some(3),
     },
     DefaultRung {
         bm: 64,
@@ -177,6 +212,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 1,
         max_waves: None,
         streaming_raster_group: Some(STREAM_RASTER_GROUP),
+        only_where_b_streams: false,
+        max_tile_rows: None,
     },
     DefaultRung {
         bm: 64,
@@ -188,6 +225,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 6] = [
         raster_group: 1,
         max_waves: None,
         streaming_raster_group: None,
+        only_where_b_streams: false,
+        max_tile_rows: None,
     },
 ];
 /// B operand size from which a rung with a `streaming_raster_group` (the 64 x 128 rung) groups its
@@ -602,7 +641,11 @@ impl WgmmaGemm {
             .filter_map(|r| {
                 let c = self.rung_config(problem, r);
                 let n = units(&c);
-                if r.max_waves.is_some_and(|w| n > u64::from(w) * sms) {
+                if r.max_waves.is_some_and(|w| n > u64::from(w) * sms)
+                    || (r.only_where_b_streams && !Self::b_streams(problem, &c))
+                    || r.max_tile_rows
+                        .is_some_and(|t| c.tiles(problem.m, problem.n).0 > t)
+                {
                     return None;
                 }
                 let us = cost::estimate_us(problem, &c, &facts)?;
@@ -1186,6 +1229,27 @@ mod tests {
         assert_eq!(raster(64, 8192, 8192), 1);
         assert_eq!(raster(4000, 4000, 4096), 1);
         assert_eq!(pick(128, 2048, 8192), (64, 64, 1, 10, true, true));
+        // The 64 x 192 rung: one wave in at most three tile rows where B streams (call CF, H100:
+        // 160 x 8192^2 0.96x -> 0.99x cuBLAS, 192 x 8192^2 1.02 -> 1.03x), in groups of 8; not
+        // at six rows (384 x 4096^2, flat), eight or twelve (512 x 3072 x 1000 and 768 x 2048 x
+        // 4096, where it lost 21% and 16%), or with B in L2 (1024 x 1536 x 1024).
+        for (m, n, k) in [
+            (160, 8192, 8192),
+            (192, 8192, 8192),
+            (192, 6144, 4096),
+            (96, 11008, 4096),
+        ] {
+            assert_eq!(pick(m, n, k), (64, 192, 1, 6, true, true), "{m}x{n}x{k}");
+            assert_eq!(raster(m, n, k), STREAM_RASTER_GROUP, "{m}x{n}x{k}");
+        }
+        for (m, n, k) in [
+            (384, 4096, 4096),
+            (512, 3072, 1000),
+            (768, 2048, 4096),
+            (1024, 1536, 1024),
+        ] {
+            assert_eq!(pick(m, n, k), (128, 128, 1, 6, true, true), "{m}x{n}x{k}");
+        }
         assert_eq!(raster(128, 2048, 8192), 1);
         // The encoder layer's projections take the 128 x 192 rung (128 tiles at N = 768, one
         // 97%-full wave). H100, call BK: FFN-down 4096 x 768 x 3072 bf16 35.9 -> 31.6 us

@@ -188,12 +188,14 @@ const MN_BOX: u32 = 64;
 /// The tensor map of A for this problem and config (the kernel's `tmA` parameter), over the
 /// operand the GEMM launch reads ([`kernel_problem`]: the staged copy for a column-major tf32 A).
 ///
-/// K-major A: dims `(K, M, batch)`, box `(bk, bm)` (`bk` elements = 128 bytes); column-major
-/// f16/bf16 A (M-major): dims `(M, K, batch)`, box `(64, bk)` issued `bm / 64` times.
+/// K-major A: dims `(K, M, batch)`, box `(bk, 64)` (`bk` elements = 128 bytes) issued
+/// `bm / 64` times ([`super::layout::A_BOX_ROWS`]); column-major f16/bf16 A (M-major): dims
+/// `(M, K, batch)`, box `(64, bk)` issued `bm / 64` times.
 pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     let q = kernel_problem(p);
     if q.layout_a == Layout::Row {
-        operand_map(&q, q.dtype, q.m, q.k, q.lda, q.stride_a, [c.bk, c.bm])
+        let rows = super::layout::A_BOX_ROWS.min(c.bm);
+        operand_map(&q, q.dtype, q.m, q.k, q.lda, q.stride_a, [c.bk, rows])
     } else {
         operand_map(&q, q.dtype, q.k, q.m, q.lda, q.stride_a, [MN_BOX, c.bk])
     }
@@ -277,7 +279,7 @@ mod tests {
         let a = tma_desc_a(&p, &cfg());
         assert_eq!(
             (a.dims, a.strides, a.box_dims),
-            ([1000, 4000, 1], [2000, 2000 * 4000], [64, 128, 1])
+            ([1000, 4000, 1], [2000, 2000 * 4000], [64, 64, 1])
         );
         let b = tma_desc_b(&p, &cfg());
         assert_eq!((b.dims, b.box_dims), ([1000, 3000, 1], [64, 256, 1]));
@@ -332,7 +334,7 @@ mod tests {
         let a = tma_desc_a(&p, &c);
         assert_eq!(
             (a.dims, a.strides, a.box_dims),
-            ([1000, 1000, 1], [4000, 4000 * 1000], [32, 128, 1])
+            ([1000, 1000, 1], [4000, 4000 * 1000], [32, 64, 1])
         );
         assert_eq!(a.cu_data_type(), 7, "FLOAT32");
         assert_eq!(
