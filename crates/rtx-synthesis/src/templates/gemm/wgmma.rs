@@ -1078,6 +1078,38 @@ mod tests {
     }
 
     #[test]
+    fn the_producer_skips_a_boxes_past_m() {
+        // A 192-row tile of a row-major A loads three 64-row boxes, each behind its own test
+        // against M, and the stage's transaction bytes count only those loaded.
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::nn(160, 1024, 1024, DType::Bf16);
+        let c = WgmmaConfig {
+            bm: 192,
+            bn: 160,
+            consumers: 3,
+            wgmma_n: 160,
+            ..t.rung_config(&p, &DEFAULT_LADDER[1])
+        };
+        let code = t.emit(&p, &c, Arch::Sm90a).unwrap().code;
+        for j in 0..3u32 {
+            assert!(
+                code.contains(&format!("const bool la{j} = m0 + {} < M;", 64 * j)),
+                "box {j}"
+            );
+            assert!(
+                code.contains(&format!(
+                    "if (la{j}) tma_load_3d(sa + {}u, &tmA, full, k0 + 0, m0 + {}, bA);",
+                    64 * 128 * j,
+                    64 * j
+                )),
+                "box {j}"
+            );
+        }
+        assert!(code.contains("(la2 ? 8192u : 0u)"));
+        assert_eq!(tma_desc_a(&p, &c).box_dims, [64, 64, 1]);
+    }
+
+    #[test]
     fn tf32_rules() {
         let t = WgmmaGemm::default();
         let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
