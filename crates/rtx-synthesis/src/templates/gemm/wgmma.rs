@@ -187,8 +187,8 @@ pub const DEFAULT_LADDER: [DefaultRung; 7] = [
     // 1.04 -> 1.06x, 96 x 11008 x 4096 0.99 -> 1.04x; 384 x 4096^2 (6 rows) flat. It won at
     // 1024 x 1536 x 1024 (0.92 -> 1.03x), 4096 x 384 x 4096 and 8192 x 192 x 8192 too, but lost
     // at 512 x 3072 x 1000 (8 rows, 0.98 -> 0.78x) and 768 x 2048 x 4096 (12 rows, 0.91 ->
-    // 0.76x; 9.1 TB/s from L2 into the SMs, its ceiling in that call), so the model is not
-    // offered it there.
+    // 0.76x, pulling 9.1 TB/s from L2 into the SMs, what looked like the card's ceiling), so
+    // the model is not offered the rung there.
     DefaultRung {
         bm: 64,
         bn: 192,
@@ -229,11 +229,11 @@ pub const DEFAULT_LADDER: [DefaultRung; 7] = [
         max_tile_rows: None,
     },
 ];
-/// B operand size from which a rung with a `streaming_raster_group` (the 64 x 128 rung) groups its
-/// tile rows ([`WgmmaGemm::b_streams`]):
+/// B operand size from which a rung with a `streaming_raster_group` (the 64 x 192 and 64 x 128
+/// rungs) groups its tile rows ([`WgmmaGemm::b_streams`]):
 /// 32 MiB, under the H100's 50 MB and the H200's 60 MB of L2 that B shares with A and C.
 pub const STREAM_B_BYTES: u64 = 32 << 20;
-/// The raster group the 64 x 128 rung takes where B streams (the large rungs' group).
+/// The raster group the 64 x 192 and 64 x 128 rungs take where B streams (the large rungs' group).
 pub const STREAM_RASTER_GROUP: u32 = 8;
 /// Deepest shared-memory ring a config may ask for (shared memory bounds it first for most tiles).
 pub const MAX_STAGES: u32 = 12;
@@ -962,12 +962,14 @@ impl Template for WgmmaGemm {
     /// the 192 x 160 rung (three consumers) won where it quantizes better: 4000^2 x 4096 (call
     /// AB, 1.01x in rtx-bench call AC); the 128 x 192 rung (two consumers) won guided tuning at
     /// 4096 x 768 x 3072 (call AF) and, as a default, the layer's N <= 2304 projections (call BK)
-    /// and other shapes of at most three waves of it (call BL), the limit its rung states.
+    /// and other shapes of at most three waves of it (call BL), the limit its rung states; the
+    /// 64 x 192 rung (one consumer) won guided tuning at 192 x 8192^2 (call CC, H100) and, as a
+    /// default, where one wave of it covers at most three tile rows and B streams (call CF).
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
     /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
     ///
-    /// The 64 x 128 rung (row-major tile order) switches to groups of [`STREAM_RASTER_GROUP`]
-    /// tile rows where B streams: see [`Self::b_streams`].
+    /// The 64 x 192 and 64 x 128 rungs (row-major tile order) switch to groups of
+    /// [`STREAM_RASTER_GROUP`] tile rows where B streams: see [`Self::b_streams`].
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
         self.model_pick(problem)
             .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
