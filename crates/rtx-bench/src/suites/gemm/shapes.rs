@@ -8,11 +8,14 @@ use rtx_synthesis::DType;
 pub const SQUARES: [u32; 5] = [512, 1024, 2048, 4096, 8192];
 /// Square sizes of `--quick`.
 pub const QUICK_SQUARES: [u32; 2] = [1024, 4096];
-/// Odd `(m, n, k)` shapes of a full run.
-pub const ODD: [(u32, u32, u32); 5] = [
+/// Odd `(m, n, k)` shapes of a full run: issue 4's (M = 64..256 with N = K = 8192 sampled at
+/// 64, 128, 160, 192 and 256: 160 and 192 leave a partial row of tiles for most tile heights).
+pub const ODD: [(u32, u32, u32); 7] = [
     (4000, 4000, 4096),
     (64, 8192, 8192),
     (128, 8192, 8192),
+    (160, 8192, 8192),
+    (192, 8192, 8192),
     (256, 8192, 8192),
     (4096, 4096, 1000),
 ];
@@ -118,9 +121,14 @@ mod tests {
     #[test]
     fn full_and_quick_sets() {
         let full = problems(false);
-        assert_eq!(full.len(), 4 * (5 + 5));
+        assert_eq!(full.len(), 4 * (5 + 7));
         assert!(full.iter().all(|p| p.validate().is_ok()));
-        assert!(full.iter().any(|p| (p.m, p.n, p.k) == (64, 8192, 8192)));
+        for m in [64, 128, 160, 192, 256] {
+            assert!(
+                full.iter().any(|p| (p.m, p.n, p.k) == (m, 8192, 8192)),
+                "{m}"
+            );
+        }
         assert!(full.iter().any(|p| p.k == 1000));
         assert_eq!(problems(true).len(), 4 * (2 + 3));
         let p = GemmProblem::nn(4096, 4096, 4096, DType::Bf16);
