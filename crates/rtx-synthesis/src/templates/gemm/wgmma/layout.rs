@@ -53,29 +53,24 @@ pub fn k16_step(k_major: bool) -> u32 {
 /// (call CE).
 pub const A_BOX_ROWS: u32 = 64;
 
-/// The A boxes one CTA loads per stage.
+/// The A boxes one CTA loads per stage: `bm / 64` boxes of 64 rows of 128 bytes each (64 M
+/// rows of a K-major tile, or 64 K rows of 64 M elements of an MN-major one), box `j` at M
+/// offset `64 j`, so the producer skips those past M.
 pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
-    if k_major {
-        (0..c.bm / A_BOX_ROWS)
-            .map(|j| TmaBox {
-                smem_offset: j * A_BOX_ROWS * SWIZZLE_BYTES,
-                inner: 0,
-                outer: j * A_BOX_ROWS,
-                mn: j * A_BOX_ROWS,
-                bytes: A_BOX_ROWS * SWIZZLE_BYTES,
-            })
-            .collect()
-    } else {
-        (0..c.bm / 64)
-            .map(|j| TmaBox {
+    const _: () = assert!(A_BOX_ROWS * SWIZZLE_BYTES == BOX_BYTES);
+    (0..c.bm / A_BOX_ROWS)
+        .map(|j| {
+            let mn = j * A_BOX_ROWS;
+            let (inner, outer) = if k_major { (0, mn) } else { (mn, 0) };
+            TmaBox {
                 smem_offset: j * BOX_BYTES,
-                inner: j * 64,
-                outer: 0,
-                mn: j * 64,
+                inner,
+                outer,
+                mn,
                 bytes: BOX_BYTES,
-            })
-            .collect()
-    }
+            }
+        })
+        .collect()
 }
 
 /// The B boxes cluster rank `rank` loads per stage (multicast to the whole cluster when

@@ -194,7 +194,7 @@ const MN_BOX: u32 = 64;
 pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
     let q = kernel_problem(p);
     if q.layout_a == Layout::Row {
-        let rows = super::layout::A_BOX_ROWS.min(c.bm);
+        let rows = super::layout::A_BOX_ROWS;
         operand_map(&q, q.dtype, q.m, q.k, q.lda, q.stride_a, [c.bk, rows])
     } else {
         operand_map(&q, q.dtype, q.k, q.m, q.lda, q.stride_a, [MN_BOX, c.bk])
