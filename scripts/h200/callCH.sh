@@ -5,7 +5,8 @@
 # operands it leaves: tf32 reads every B K-major (the NN launch stages B as N x K), and NT / TT
 # f16/bf16 problems have a K-major B. Where N is not a multiple of the tile (4000^2 x 4096 on the
 # 128 x 256 tile: the last column of tiles has 96 rows of B past N), the copy engine zero-fills
-# them on every k-block today.
+# them on every k-block today. (Call CI, session 22: tf32 runs the 192 x 160 rung at 4000^2 x 4096,
+# 25 tiles of 160 exactly, so its only N-edge case is the bf16 NT slice of (2).)
 # (1) 3 rounds, alternating processes, order rotated: the GEMM suite, tf32 only, cuBLAS alternating,
 #     at 2048^3, 4096^3, 8192^3, 4000^2 x 4096, 4096^2 x 1000 (interior and N-edge shapes);
 # (2) bf16 NT, both bundles: `rtx-tune --strategy exhaustive --where` on the 128 x 256 rung's config
