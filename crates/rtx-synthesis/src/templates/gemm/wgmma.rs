@@ -120,6 +120,9 @@ pub struct DefaultRung {
     pub max_tile_rows: Option<u32>,
 }
 
+/// The rung (bm, bn) tf32 is not offered below two waves of 128 x 256 (see `model_pick`).
+const TF32_SMALL_SKIPS: (u32, u32) = (192, 160);
+
 /// Default configs from the largest tile to the smallest (see `default_config`).
 pub const DEFAULT_LADDER: [DefaultRung; 7] = [
     DefaultRung {
@@ -613,23 +616,28 @@ impl WgmmaGemm {
     /// going to more work units, then the larger tile. `None` for f32, for tf32 below two waves,
     /// or without H200 facts in the hardware database.
     fn model_pick(&self, problem: &GemmProblem) -> Option<WgmmaConfig> {
-        // tf32 chooses only between the two large tiles, and only where 128 x 256 fills at
-        // least two waves: there the choice is wave quantization, which the model gets right
-        // (192 x 160 ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and
-        // 438.5 against 386.5 at 4096^3, call X). Below that it mispredicted tf32 (call AD,
-        // 192 x 160 against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs
-        // 321.3 us, where the model said 4% faster), and the small rungs were never measured.
+        // tf32 chooses only between the two large tiles where 128 x 256 fills at least two
+        // waves: there the choice is wave quantization, which the model gets right (192 x 160
+        // ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and 438.5 against
+        // 386.5 at 4096^3, call X). Below that the model mispredicted 192 x 160 (call AD,
+        // against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs 321.3 us,
+        // where the model said 4% faster), so there tf32 is offered the rest of the ladder:
+        // guided tuning (call CJ, H100, 25 s each) found the small rungs' tiles 1.7x faster than
+        // 128 x 256 at 512^3 (64 x 64, 14.3 against 24.1 us) and 1024^3 (64 x 128, 20.7
+        // against 34.5 us).
         let units =
             |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
         let sms = u64::from(self.sm_count.max(1));
-        let rungs = match problem.dtype {
-            DType::F16 | DType::Bf16 => &DEFAULT_LADDER[..],
-            DType::Tf32 => {
-                if units(&self.rung_config(problem, &DEFAULT_LADDER[0])) < 2 * sms {
-                    return None;
-                }
-                &DEFAULT_LADDER[..2]
+        let rungs: Vec<&DefaultRung> = match problem.dtype {
+            DType::F16 | DType::Bf16 => DEFAULT_LADDER.iter().collect(),
+            DType::Tf32 if units(&self.rung_config(problem, &DEFAULT_LADDER[0])) >= 2 * sms => {
+                DEFAULT_LADDER[..2].iter().collect()
             }
+            // Below two waves of 128 x 256, the ladder less 192 x 160 (TF32_SMALL_SKIPS).
+            DType::Tf32 => DEFAULT_LADDER
+                .iter()
+                .filter(|r| (r.bm, r.bn) != TF32_SMALL_SKIPS)
+                .collect(),
             DType::F32 => return None,
         };
         let facts = crate::tuner::DeviceFacts {
@@ -1322,10 +1330,7 @@ mod tests {
             }
         }
         let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
-        assert_eq!(
-            (tf.bm, tf.bn, tf.stages, tf.tma_store),
-            (128, 256, 4, false)
-        );
+        assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (64, 64, 10, false));
         // tf32 chooses between the two large tiles by the same model: 192 x 160 at 4000^2 (call
         // V: 368.7 vs 396.1 us), 128 x 256 at 4096^3 (call X: 386.5 vs 438.5) and 8192^3.
         let tf_pick = |m, n, k| {
@@ -1335,15 +1340,33 @@ mod tests {
         assert_eq!(tf_pick(4000, 4000, 4096), (192, 160, 32, false));
         assert_eq!(tf_pick(4096, 4096, 4096), (128, 256, 32, false));
         assert_eq!(tf_pick(8192, 8192, 8192), (128, 256, 32, false));
-        // Fewer than two waves of 128 x 256: the measured first rung (call AD: 192 x 160 was
-        // slower at 512^3 and 256 x 8192^2 where the model said faster).
-        for (m, n, k) in [
-            (512, 512, 512),
-            (1024, 1024, 1024),
-            (256, 8192, 8192),
-            (64, 8192, 8192),
+        // Fewer than two waves of 128 x 256: the ladder less 192 x 160 (call AD: slower at
+        // 512^3 and 256 x 8192^2 where the model said faster), so the small rungs the tuner
+        // found at 512^3 and 1024^3 (call CJ), and never 192 x 160; each passes `check` with
+        // the staged (row-major) B.
+        for (m, n, k, tile) in [
+            (512, 512, 512, (64, 64)),
+            (1024, 1024, 1024, (64, 128)),
+            (2048, 2048, 2048, (128, 256)),
+            (256, 8192, 8192, (128, 128)),
+            (192, 8192, 8192, (64, 192)),
+            (128, 8192, 8192, (64, 128)),
+            (64, 8192, 8192, (64, 64)),
         ] {
-            assert_eq!(tf_pick(m, n, k), (128, 256, 32, false), "{m}x{n}x{k}");
+            let p = GemmProblem::nn(m, n, k, DType::Tf32);
+            let c = t.default_config(&p, Arch::Sm90a);
+            t.check(&p, &c, Arch::Sm90a)
+                .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
+            assert_eq!(tf_pick(m, n, k), (tile.0, tile.1, 32, false), "{m}x{n}x{k}");
+        }
+        for m in [16, 64, 100, 128, 160, 200, 256, 384, 512, 768, 1024, 1536] {
+            for n in [64, 128, 1000, 4096, 8192] {
+                let c = t.default_config(&GemmProblem::nn(m, n, 4096, DType::Tf32), Arch::Sm90a);
+                if (c.bm, c.bn) == TF32_SMALL_SKIPS {
+                    let units = c.units(m, n);
+                    assert!(units >= 2 * 132, "{m}x{n}: 192 x 160 below two waves");
+                }
+            }
         }
     }
 
