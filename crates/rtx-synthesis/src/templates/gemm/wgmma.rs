@@ -612,19 +612,20 @@ impl WgmmaGemm {
     }
 
     /// The default (see [`Template::default_config`]): the ladder rung the cost model predicts
-    /// fastest (tf32: of the first two rungs, where the first fills two waves), ties within 0.5%
-    /// going to more work units, then the larger tile. `None` for f32, for tf32 below two waves,
-    /// or without H200 facts in the hardware database.
+    /// fastest (tf32: of the first two rungs where the first fills two waves, else of the ladder
+    /// less 192 x 160), ties within 0.5% going to more work units, then the larger tile. `None`
+    /// for f32, or without H200 facts in the hardware database.
     fn model_pick(&self, problem: &GemmProblem) -> Option<WgmmaConfig> {
         // tf32 chooses only between the two large tiles where 128 x 256 fills at least two
         // waves: there the choice is wave quantization, which the model gets right (192 x 160
         // ran 368.7 us against 396.1 for 128 x 256 at 4000^2 x 4096, call V, and 438.5 against
         // 386.5 at 4096^3, call X). Below that the model mispredicted 192 x 160 (call AD,
         // against call AC's 128 x 256: 512^3 24.5 vs 23.8 us, 256 x 8192^2 370.4 vs 321.3 us,
-        // where the model said 4% faster), so there tf32 is offered the rest of the ladder:
-        // guided tuning (call CJ, H100, 25 s each) found the small rungs' tiles 1.7x faster than
-        // 128 x 256 at 512^3 (64 x 64, 14.3 against 24.1 us) and 1024^3 (64 x 128, 20.7
-        // against 34.5 us).
+        // where the model said 4% faster), so there tf32 is offered the rest of the ladder.
+        // H100, call CK (3 rounds, against 128 x 256 everywhere below two waves, cuBLAS
+        // alternating): 512^3 24.1 -> 14.9 us (0.40x -> 0.66x cuBLAS), 1024^3 34.5 -> 22.1 us
+        // (0.50x -> 0.78x), 64..256 x 8192^2 359-361 -> 336-346 us (the staging pre-pass of B
+        // bounds those); 2048^3, 4096^3 and 4096^2 x 1000 unchanged.
         let units =
             |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
         let sms = u64::from(self.sm_count.max(1));
@@ -974,7 +975,8 @@ impl Template for WgmmaGemm {
     /// 64 x 192 rung (one consumer) won guided tuning at 192 x 8192^2 (call CC, H100) and, as a
     /// default, where one wave of it covers at most three tile rows and B streams (call CF).
     /// f16/bf16 store through the TMA-store epilogue where the rung is persistent and C allows
-    /// it. tf32 picks between the two large tiles only, 4 x 32-element stages, direct stores.
+    /// it. tf32 (32-element stages, direct stores) picks between the two large tiles where 128 x
+    /// 256 fills two waves, and from the ladder less 192 x 160 below that (call CK).
     ///
     /// The 64 x 192 and 64 x 128 rungs (row-major tile order) switch to groups of
     /// [`STREAM_RASTER_GROUP`] tile rows where B streams: see [`Self::b_streams`].
