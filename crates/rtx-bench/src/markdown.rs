@@ -171,6 +171,57 @@ fn perf_table(cases: &[&Case], s: &mut String) {
     }
 }
 
+/// How far a paired cuBLAS median may sit from the problem's own cuBLAS row before the report
+/// says so (5%).
+pub const DRIFT_NOTE_AT: f64 = 0.05;
+
+/// Lists the rows whose alternately timed cuBLAS median sits more than [`DRIFT_NOTE_AT`] from
+/// the problem's separately timed cuBLAS row (`cublas <problem>` for `<candidate> <problem>`). The card's state moved
+/// between the two (clocks under a power limit, most often at large power-bound shapes), so the
+/// `*` ratio, which compares both in the later state, and the ratio of the two rows' medians
+/// differ; the note gives both medians so a reader can see which figure is which.
+fn baseline_drift(cases: &[&Case], s: &mut String) {
+    let mut notes = Vec::new();
+    for c in cases {
+        let Some(paired) = c.baselines.cublas.filter(|b| b.interleaved) else {
+            continue;
+        };
+        // The problem's cuBLAS row: `cublas <problem>` for a row named `<candidate> <problem>`.
+        let Some((_, problem)) = c.name.split_once(' ') else {
+            continue;
+        };
+        let Some(alone) = cases
+            .iter()
+            .find(|r| {
+                r.name.strip_prefix("cublas ") == Some(problem) && r.status == CaseStatus::Measured
+            })
+            .and_then(|r| r.median_us)
+        else {
+            continue;
+        };
+        let drift = paired.median_us / alone - 1.0;
+        if drift.abs() > DRIFT_NOTE_AT && alone > 0.0 {
+            notes.push(format!(
+                "- {}: cuBLAS {} alone, {} timed alternately with this row ({:+.1}%): the `*` ratio compares both in the later card state",
+                cell(&c.name),
+                fmt_us(alone),
+                fmt_us(paired.median_us),
+                drift * 100.0
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(
+            s,
+            "\ncuBLAS moved by more than {:.0}% between its own row and a paired run:\n",
+            DRIFT_NOTE_AT * 100.0
+        );
+        for n in notes {
+            let _ = writeln!(s, "{n}");
+        }
+    }
+}
+
 fn compile_table(cases: &[&Case], s: &mut String) {
     let _ = writeln!(
         s,
@@ -218,6 +269,7 @@ pub fn render(r: &Report) -> String {
         if !perf.is_empty() {
             let _ = writeln!(s, "\n## {suite}\n");
             perf_table(&perf, &mut s);
+            baseline_drift(&perf, &mut s);
         }
         if !compile.is_empty() {
             let _ = writeln!(s, "\n## {suite}: compile and resources\n");
@@ -273,6 +325,57 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("command: `rtx-bench --quick`"));
+    }
+
+    #[test]
+    fn a_paired_cublas_far_from_its_own_row_is_noted() {
+        let mut r = crate::report::tests::sample_report();
+        let s = Summary {
+            median_us: 3150.0,
+            p20_us: 3140.0,
+            p80_us: 3160.0,
+            rel_spread: 0.006,
+            samples: 20,
+        };
+        let mut rtx = Case::measured(
+            SuiteId::Gemm,
+            "rtx-wgmma-default bf16 4096x4096x4096",
+            "4096x4096x4096",
+            Clock::Gpu,
+            &s,
+        )
+        .with_dtype("bf16");
+        // The cuBLAS row ran 100 us; paired with this row it ran 108 us (+8%).
+        rtx.baselines.cublas = Some(MeasuredBaseline {
+            median_us: 108.0,
+            ratio: 108.0 / 3150.0,
+            interleaved: true,
+        });
+        r.cases.push(rtx.clone());
+        let md = render(&r);
+        assert!(
+            md.contains("cuBLAS moved by more than 5%")
+                && md.contains(
+                    "- rtx-wgmma-default bf16 4096x4096x4096: cuBLAS 100.0 us alone, 108.0 us timed alternately with this row (+8.0%)"
+                ),
+            "{md}"
+        );
+        // Within 5%: no note. Another problem's cuBLAS row is not this row's.
+        for (median, name) in [
+            (104.0, "rtx-wgmma-default bf16 4096x4096x4096"),
+            (108.0, "rtx-wgmma-default f16 4096x4096x4096"),
+        ] {
+            let mut r = crate::report::tests::sample_report();
+            let mut c = rtx.clone();
+            c.name = name.into();
+            c.baselines.cublas = Some(MeasuredBaseline {
+                median_us: median,
+                ratio: median / 3150.0,
+                interleaved: true,
+            });
+            r.cases.push(c);
+            assert!(!render(&r).contains("cuBLAS moved"), "{median} {name}");
+        }
     }
 
     #[test]
