@@ -10,7 +10,7 @@ fn rtx_tune(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         // A flag clap does not know: exit code 1 too (clap alone would use 2, rtx-tune's code
         // for "no CUDA GPU").
         (&["gemm", "16x16x16", "--no-such-flag"], "--no-such-flag"),
@@ -35,6 +35,10 @@ fn bad_gemm_arguments_are_named_before_the_gpu_is_looked_for() {
         (
             &["gemm", "16x16x16", "--record-fixture", "."],
             "--record-fixture .: is a folder",
+        ),
+        (
+            &["gemm", "16x16x16", "--family", "wgmmx"],
+            "--family `wgmmx`: expected wgmma, mma or simt",
         ),
     ];
     for (args, want) in cases {

@@ -40,8 +40,8 @@ use rtx_bench::suites::memory::row_ops::{LN_EPS, RMS_EPS};
 use rtx_runtime::Device;
 use rtx_synthesis::aot::KernelCache;
 use rtx_synthesis::synth::{
-    parse_layouts, parse_mnk, select_family, tflops, ConfigFilter, GemmFamily, GemmFamilyKind,
-    GemmGpuBackend, GemmSpec, StrategyKind, Synth, TuneRequest,
+    check_family, parse_layouts, parse_mnk, select_family, tflops, ConfigFilter, GemmFamily,
+    GemmFamilyKind, GemmGpuBackend, GemmSpec, StrategyKind, Synth, TuneRequest,
 };
 use rtx_synthesis::templates::elementwise::ElementwiseProblem;
 use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
@@ -162,6 +162,10 @@ struct GemmArgs {
     /// this run and its workers.
     #[arg(long)]
     experimental: bool,
+    /// Tune this template family (wgmma, mma, simt) instead of the one `gemm` serves for the
+    /// problem, to compare families; such a winner is not stored.
+    #[arg(long)]
+    family: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -331,6 +335,8 @@ struct GemmInput {
     problem: GemmProblem,
     strategy: StrategyKind,
     filter: Option<ConfigFilter>,
+    /// `--family`, parsed.
+    forced: Option<GemmFamilyKind>,
 }
 
 fn gemm_input(args: &GemmArgs) -> Result<GemmInput> {
@@ -357,11 +363,19 @@ fn gemm_input(args: &GemmArgs) -> Result<GemmInput> {
         .map(ConfigFilter::parse)
         .transpose()
         .map_err(anyhow::Error::msg)?;
+    let forced = match args.family.as_deref() {
+        Some(name) => Some(
+            GemmFamilyKind::parse(name)
+                .with_context(|| format!("--family `{name}`: expected wgmma, mma or simt"))?,
+        ),
+        None => None,
+    };
     Ok(GemmInput {
         spec,
         problem,
         strategy,
         filter,
+        forced,
     })
 }
 
@@ -378,6 +392,7 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         problem,
         strategy,
         filter,
+        forced,
     } = input;
     let (m, n, k, dtype) = (problem.m, problem.n, problem.k, problem.dtype);
     if args.record_fixture.is_some() && strategy != StrategyKind::Exhaustive {
@@ -394,7 +409,18 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         Some(c) => Budget::Count(c),
         None => Budget::Fraction(args.fraction),
     };
-    let family = select_family(&problem, synth.arch(), &info)?;
+    let served = select_family(&problem, synth.arch(), &info)?;
+    if let Some(kind) = forced {
+        check_family(&problem, synth.arch(), &info, kind)?;
+    }
+    let family = forced.unwrap_or(served);
+    if family != served && !args.no_store {
+        println!(
+            "--family {}: `gemm` serves this problem with {}, so this winner is not stored",
+            family.name(),
+            served.name()
+        );
+    }
     let isolate = if args.isolate {
         let exe = std::env::current_exe().context("locating this executable for the worker")?;
         Some(
@@ -478,6 +504,7 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         store: !args.no_store && filter.is_none(),
         compile_batch: args.compile_batch,
         filter,
+        family: forced,
         ..TuneRequest::default()
     };
     let started = Instant::now();

@@ -202,6 +202,43 @@ pub fn select_family(
     })
 }
 
+/// Checks that family `kind` can serve `p` on `arch`: it is one of [`family_candidates`] and its
+/// default config accepts the problem; otherwise [`SynthError::BadRequest`] naming the family
+/// and the reason.
+pub fn check_family(
+    p: &GemmProblem,
+    arch: Arch,
+    info: &DeviceInfo,
+    kind: GemmFamilyKind,
+) -> Result<(), SynthError> {
+    let bad = |why: String| {
+        SynthError::BadRequest(format!(
+            "family {} cannot serve {}x{}x{} {} on {arch}: {why}",
+            kind.name(),
+            p.m,
+            p.n,
+            p.k,
+            p.dtype
+        ))
+    };
+    if !family_candidates(p, arch).contains(&kind) {
+        let offered: Vec<&str> = family_candidates(p, arch)
+            .into_iter()
+            .map(GemmFamilyKind::name)
+            .collect();
+        return Err(bad(format!(
+            "not offered for this dtype and arch (offered: {})",
+            offered.join(", ")
+        )));
+    }
+    let verdict = match kind {
+        GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::for_device(info), p, arch),
+        GemmFamilyKind::Mma => family_accepts(&MmaGemm::for_device(info), p, arch),
+        GemmFamilyKind::Simt => family_accepts(&SimtGemm::for_device(info), p, arch),
+    };
+    verdict.map_err(bad)
+}
+
 /// A family and config bound together, launchable without knowing the family's type.
 pub(crate) trait ErasedGemm: Send + Sync {
     fn enqueue(
@@ -476,6 +513,41 @@ mod tests {
             }
             other => panic!("expected NoTemplate, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_forced_family_must_be_offered_and_accept_the_problem() {
+        let info = DeviceInfo::example_sm90();
+        let tf = GemmSpec::new(64, 8192, 8192, DType::Tf32)
+            .problem()
+            .unwrap();
+        // tf32 on Hopper: wgmma is served, mma.sync may be tuned for comparison.
+        check_family(&tf, Arch::Sm90a, &info, GemmFamilyKind::Wgmma).unwrap();
+        check_family(&tf, Arch::Sm90a, &info, GemmFamilyKind::Mma).unwrap();
+        let err = check_family(&tf, Arch::Sm90a, &info, GemmFamilyKind::Simt)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("family simt cannot serve 64x8192x8192 tf32")
+                && err.contains("offered: wgmma, mma"),
+            "{err}"
+        );
+        let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
+        let err = check_family(&bf, Arch::Sm80, &info, GemmFamilyKind::Wgmma)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("offered: mma"), "{err}");
+        // Offered, but its constraints refuse the problem: the template's reason.
+        let odd = GemmSpec::new(512, 1001, 512, DType::Tf32)
+            .problem()
+            .unwrap();
+        let err = check_family(&odd, Arch::Sm90a, &info, GemmFamilyKind::Mma)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("family mma cannot serve") && err.contains("1001"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -44,8 +44,8 @@ pub use buffers::{GemmBuffers, GemmLaunchError};
 pub use error::{FamilyRejection, SynthError};
 pub use family::{CappedSpace, ConfigFilter, GemmFamily};
 pub use gemm::{
-    family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind, GemmKernel,
-    GemmSpec,
+    check_family, family_candidates, parse_layouts, parse_mnk, select_family, GemmFamilyKind,
+    GemmKernel, GemmSpec,
 };
 pub use gpu_backend::GpuBackend;
 pub use memory::MemoryTuneReport;
@@ -257,10 +257,21 @@ impl Synth {
     ) -> Result<GemmTuneReport, SynthError> {
         let p = spec.problem()?;
         let info = self.device.info();
-        match select_family(&p, self.arch, info)? {
-            GemmFamilyKind::Wgmma => self.tune_family(WgmmaGemm::for_device(info), &p, req),
-            GemmFamilyKind::Mma => self.tune_family(MmaGemm::for_device(info), &p, req),
-            GemmFamilyKind::Simt => self.tune_family(SimtGemm::for_device(info), &p, req),
+        let served = select_family(&p, self.arch, info)?;
+        let kind = match req.family {
+            Some(forced) => {
+                check_family(&p, self.arch, info, forced)?;
+                forced
+            }
+            None => served,
+        };
+        // A family `gemm` does not serve for this problem is tuned for comparison only: its
+        // winner is never stored (the database would never serve it).
+        let store = req.store && kind == served;
+        match kind {
+            GemmFamilyKind::Wgmma => self.tune_family(WgmmaGemm::for_device(info), &p, req, store),
+            GemmFamilyKind::Mma => self.tune_family(MmaGemm::for_device(info), &p, req, store),
+            GemmFamilyKind::Simt => self.tune_family(SimtGemm::for_device(info), &p, req, store),
         }
     }
 
@@ -269,6 +280,7 @@ impl Synth {
         family: F,
         p: &GemmProblem,
         req: &TuneRequest<'_>,
+        store: bool,
     ) -> Result<GemmTuneReport, SynthError> {
         if let Some(f) = &req.filter {
             let unknown = f.unknown_fields(&family.default_config(p, self.arch));
@@ -286,7 +298,7 @@ impl Synth {
             Some(cmd) => {
                 let backend =
                     WorkerBackend::<CappedSpace<F>>::new(cmd.clone(), WorkerOptions::default());
-                let mut report = self.run_tuner(&capped, p, req, &backend)?;
+                let mut report = self.run_tuner(&capped, p, req, &backend, store)?;
                 report.worker = Some(backend.stats());
                 Ok(report)
             }
@@ -295,7 +307,7 @@ impl Synth {
                     self.device.clone(),
                     self.cache.clone(),
                 );
-                self.run_tuner(&capped, p, req, &backend)
+                self.run_tuner(&capped, p, req, &backend, store)
             }
         }
     }
@@ -306,6 +318,7 @@ impl Synth {
         p: &GemmProblem,
         req: &TuneRequest<'_>,
         backend: &B,
+        store: bool,
     ) -> Result<GemmTuneReport, SynthError> {
         let mut strategy: Box<dyn Strategy> = match req.strategy {
             StrategyKind::Guided => Box::new(Guided::new(req.seed, req.budget)),
@@ -330,7 +343,7 @@ impl Synth {
             &mut progress,
         )?;
         let entry = DbEntry::from_outcome(t, p, self.arch, &self.device_key, &outcome, RUNNERS_UP)?;
-        if req.store {
+        if store {
             self.lock_db().insert(entry.clone())?;
             tracing::info!(
                 template = t.name(),
@@ -347,7 +360,7 @@ impl Synth {
             template_version: t.version(),
             outcome: erase_outcome(outcome),
             entry,
-            stored: req.store,
+            stored: store,
             worker: None,
             default_config: serde_json::to_value(t.default_config(p, self.arch))
                 .unwrap_or(serde_json::Value::Null),

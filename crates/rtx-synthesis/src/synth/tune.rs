@@ -59,6 +59,10 @@ pub struct TuneRequest<'a> {
     pub compile_batch: Option<usize>,
     /// Search only the configs whose fields have these values (e.g. `{"cluster_m": 2}`).
     pub filter: Option<super::ConfigFilter>,
+    /// Tune this template family instead of the one `gemm` serves for the problem (for
+    /// comparison: such a winner is not stored). It must accept the problem
+    /// ([`super::check_family`]).
+    pub family: Option<super::GemmFamilyKind>,
 }
 
 impl TuneRequest<'_> {
@@ -88,6 +92,7 @@ impl Default for TuneRequest<'_> {
             store: true,
             compile_batch: None,
             filter: None,
+            family: None,
         }
     }
 }
