@@ -15,12 +15,9 @@ pack() { tar -C $R -czf $OUT/callCK.tgz . ; }
 { echo "new $(cat $B/BUILD)"; echo "base $(cat $BASE/BUILD)"; } > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 S=512x512x512,1024x1024x1024,2048x2048x2048,64x8192x8192,128x8192x8192,192x8192x8192,256x8192x8192,4096x4096x1000,4096x4096x4096
-arm() {
-  local d=$B; [ $1 = base ] && d=$BASE
-  local t=60; [ $i = 1 ] && t=150
-  timeout $t $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes $S > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(row $R/s_$1_$i.log | cut -c1-200)"
-}
+# (Ran with this arm inline; it moved to env.sh as suite_arm after the run: same command and
+# timeouts, printing mrow() where it printed row().)
+arm() { suite_arm $1 tf32 $S; }
 rotated_rounds 3 base new
 for w in '1024x1024x1024 {"bm":64,"bn":128,"consumers":1,"wgmma_n":128,"stages":8,"cluster_m":1,"split_k":1,"pingpong":false,"split_n":false,"persistent":true,"raster_group":1}' \
          '512x512x512 {"bm":64,"bn":64,"consumers":1,"wgmma_n":64,"stages":10,"cluster_m":1,"split_k":1,"pingpong":false,"split_n":false,"persistent":true,"raster_group":1}'; do

@@ -19,13 +19,7 @@ pack() { tar -C $R -czf $OUT/callCM.tgz . ; }
 { echo "new $(cat $B/BUILD)"; echo "base $(cat $BASE/BUILD)"; } > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 S=64x8192x8192,128x8192x8192,192x8192x8192,256x8192x8192,96x4096x4096,512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x1000
-mrow() { grep -E '^\| rtx-(mma|wgmma)-default ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/-default//g; s/  */ /g'; }
-arm() {
-  local d=$B; [ $1 = base ] && d=$BASE
-  local t=70; [ $i = 1 ] && t=150
-  timeout $t $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes $S > $R/s_$1_$i.log 2>&1
-  echo "$1_$i rc=$? $(mrow $R/s_$1_$i.log | cut -c1-400)"
-}
+arm() { suite_arm $1 tf32 $S; }
 rotated_rounds 3 base new
 timeout 40 $B/rtx-tune gemm 96x4096x4096 --dtype tf32 --layout nn --time-budget-s 25 --no-store > $R/tune_96x4096x4096.log 2>&1
 echo "tune rc=$?"; grep -E "family|^  #1 |^cuBLAS|rtx / cuBLAS" $R/tune_96x4096x4096.log | cut -c1-170

@@ -26,6 +26,17 @@ arm_bench() {
   env "$@" timeout 40 $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes bf16,f16 --gemm-shapes $shapes > $R/s_${name}_$i.log 2>&1
   echo "${name}_$i rc=$? $(row $R/s_${name}_$i.log | cut -c1-$cols)"
 }
+# One line per rtx-bench log: each rtx mma / wgmma default row's case, median and ratio.
+mrow() { grep -E '^\| rtx-(mma|wgmma)-default ' $1 | awk -F'|' '{printf "%s %s %s;", $2,$3,$6}' | sed 's/-default//g; s/  */ /g'; }
+# suite_arm ARM DTYPES SHAPES: one A/B process for round $i: the GEMM suite for DTYPES at SHAPES
+# from $BASE's bundle (arm "base") or $B's (any other arm), 150 s in round 1 (compiles) and 60 s
+# after, logged to $R/s_<ARM>_<i>.log; prints the round's mrow(). Calls CK, CM.
+suite_arm() {
+  local d=$B; [ $1 = base ] && d=$BASE
+  local t=60; [ $i = 1 ] && t=150
+  timeout $t $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes $2 --gemm-shapes $3 > $R/s_$1_$i.log 2>&1
+  echo "$1_$i rc=$? $(mrow $R/s_$1_$i.log | cut -c1-400)"
+}
 # rotated_rounds N ARM...: N rounds of A/B arms in separate processes. Each round calls the
 # script's arm() once per ARM (with the round in $i), the order rotated by one every round, then
 # pack(). Used by calls BS-BV.
