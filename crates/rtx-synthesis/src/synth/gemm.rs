@@ -158,6 +158,20 @@ pub fn family_accepts<F: GemmFamily>(
         .map_err(|v| v.reason)
 }
 
+/// [`family_accepts`] for the family `kind` names, configured for the device `info`.
+fn kind_accepts(
+    kind: GemmFamilyKind,
+    p: &GemmProblem,
+    arch: Arch,
+    info: &DeviceInfo,
+) -> Result<(), String> {
+    match kind {
+        GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::for_device(info), p, arch),
+        GemmFamilyKind::Mma => family_accepts(&MmaGemm::for_device(info), p, arch),
+        GemmFamilyKind::Simt => family_accepts(&SimtGemm::for_device(info), p, arch),
+    }
+}
+
 /// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
 /// (any arch); f16/bf16/tf32 with wgmma on sm_90a (tf32 M/N-major operands through its
 /// transpose pre-pass), else mma.sync. A problem wgmma refuses (e.g. a K-major operand whose
@@ -182,12 +196,7 @@ pub fn select_family(
 ) -> Result<GemmFamilyKind, SynthError> {
     let mut reasons = Vec::new();
     for kind in family_candidates(p, arch) {
-        let verdict = match kind {
-            GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::for_device(info), p, arch),
-            GemmFamilyKind::Mma => family_accepts(&MmaGemm::for_device(info), p, arch),
-            GemmFamilyKind::Simt => family_accepts(&SimtGemm::for_device(info), p, arch),
-        };
-        match verdict {
+        match kind_accepts(kind, p, arch, info) {
             Ok(()) => return Ok(kind),
             Err(reason) => reasons.push(FamilyRejection {
                 family: kind.name(),
@@ -221,22 +230,15 @@ pub fn check_family(
             p.dtype
         ))
     };
-    if !family_candidates(p, arch).contains(&kind) {
-        let offered: Vec<&str> = family_candidates(p, arch)
-            .into_iter()
-            .map(GemmFamilyKind::name)
-            .collect();
+    let offered = family_candidates(p, arch);
+    if !offered.contains(&kind) {
+        let names: Vec<&str> = offered.into_iter().map(GemmFamilyKind::name).collect();
         return Err(bad(format!(
             "not offered for this dtype and arch (offered: {})",
-            offered.join(", ")
+            names.join(", ")
         )));
     }
-    let verdict = match kind {
-        GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::for_device(info), p, arch),
-        GemmFamilyKind::Mma => family_accepts(&MmaGemm::for_device(info), p, arch),
-        GemmFamilyKind::Simt => family_accepts(&SimtGemm::for_device(info), p, arch),
-    };
-    verdict.map_err(bad)
+    kind_accepts(kind, p, arch, info).map_err(bad)
 }
 
 /// A family and config bound together, launchable without knowing the family's type.
