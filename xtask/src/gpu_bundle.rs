@@ -12,13 +12,29 @@ use std::process::{Command, Stdio};
 
 const RUN_SH: &str = include_str!("gpu_bundle_run.sh");
 
-fn cargo(src: &Path) -> Command {
+/// The cargo target folder of a bundle build: one for builds of this checkout, another for
+/// experiments (patched worktrees), never shared.
+///
+/// Cargo names a workspace crate's artifacts by a hash that leaves out where the workspace lies,
+/// and decides freshness by comparing source mtimes with the last build. A worktree's files are
+/// newer than any earlier build, so an experiment always rebuilds; but a checkout build after an
+/// experiment found its own, older files "fresh" and linked the experiment's library. That is how
+/// call CM's base bundle (main 221bb43) ran the mma patch it was the control for (session 23).
+fn target_dir(experiment: bool) -> PathBuf {
+    crate::root().join(if experiment {
+        "target/gpu-bundle-experiment"
+    } else {
+        "target/gpu-bundle-checkout"
+    })
+}
+
+fn cargo(src: &Path, target: &Path) -> Command {
     let mut c = crate::cargo();
     c.current_dir(src)
         // A stripped, self-contained build of its own, so the bundle stays small enough to carry.
         .env("CARGO_PROFILE_RELEASE_STRIP", "true")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_TARGET_DIR", crate::root().join("target/gpu-bundle"));
+        .env("CARGO_TARGET_DIR", target);
     c
 }
 
@@ -70,9 +86,14 @@ fn executables(json: &str, tests: bool) -> Vec<(String, PathBuf)> {
     out
 }
 
-fn build(src: &Path, args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
-    eprintln!("xtask: cargo {} (in {})", args.join(" "), src.display());
-    let o = cargo(src)
+fn build(src: &Path, target: &Path, args: &[&str], tests: bool) -> Result<Vec<(String, PathBuf)>> {
+    eprintln!(
+        "xtask: cargo {} (in {}, target {})",
+        args.join(" "),
+        src.display(),
+        target.display()
+    );
+    let o = cargo(src, target)
         .args(args)
         .args(["--message-format=json"])
         .stderr(Stdio::inherit())
@@ -269,6 +290,7 @@ pub fn run(
         .map(|(patch, rev)| PatchedTree::new(patch, rev))
         .transpose()?;
     let src = tree.as_ref().map_or_else(crate::root, |t| t.dir.clone());
+    let target = target_dir(tree.is_some());
     if out.exists() {
         std::fs::remove_dir_all(&out).with_context(|| format!("clearing {}", out.display()))?;
     }
@@ -276,12 +298,18 @@ pub fn run(
     let tests = match &test_cmd {
         Some(args) => build(
             &src,
+            &target,
             &args.iter().map(String::as_str).collect::<Vec<_>>(),
             true,
         )?,
         None => Vec::new(),
     };
-    let bins = build(&src, &["build", "--release", "-p", "rtx-bench"], false)?;
+    let bins = build(
+        &src,
+        &target,
+        &["build", "--release", "-p", "rtx-bench"],
+        false,
+    )?;
     for (label, exe) in &tests {
         copy_exe(exe, &out.join("tests").join(label))?;
     }
@@ -342,7 +370,7 @@ fn walk_size(p: &Path) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::{test_args, PatchedTree};
+    use super::{target_dir, test_args, PatchedTree};
     use std::path::Path;
 
     /// A patch that adds one line at the end of the README of `HEAD`.
@@ -406,6 +434,16 @@ mod tests {
             .to_string();
         assert!(e.contains("no such file"), "{e}");
         std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn experiments_and_checkout_builds_never_share_a_target_folder() {
+        assert_ne!(target_dir(true), target_dir(false));
+        // Nor the folder every build shared before session 23, which may hold an experiment's
+        // libraries that a checkout build would take for fresh.
+        for t in [target_dir(true), target_dir(false)] {
+            assert_ne!(t, crate::root().join("target/gpu-bundle"));
+        }
     }
 
     fn names(v: &[&str]) -> Vec<String> {
