@@ -145,6 +145,10 @@ fn mma_representative_configs_compile() {
             cases.push((GemmProblem::new(4096, 4096, 4096, d, la, lb), None));
         }
     }
+    // tf32 defaults at M <= 256 (small tiles, split-K).
+    for m in [64, 128, 256] {
+        cases.push((GemmProblem::new(m, 8192, 8192, DType::Tf32, r, r), None));
+    }
     // Variants: padded smem, deep/shallow rings, 8 warps, split-K with an f32-out fused epilogue.
     let base = MmaConfig {
         bm: 128,

@@ -174,16 +174,31 @@ fn kind_accepts(
 
 /// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
 /// (any arch); f16/bf16/tf32 with wgmma on sm_90a (tf32 M/N-major operands through its
-/// transpose pre-pass), else mma.sync. A problem wgmma refuses (e.g. a K-major operand whose
+/// transpose pre-pass) except tf32 where that pre-pass bounds it ([`tf32_staging_bound`]:
+/// mma.sync first), else mma.sync. A problem wgmma refuses (e.g. a K-major operand whose
 /// row pitch is not a multiple of 16 bytes) falls back to mma.sync.
 pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
     match p.dtype {
         DType::F32 => vec![GemmFamilyKind::Simt],
+        DType::Tf32 if arch == Arch::Sm90a && tf32_staging_bound(p) => {
+            vec![GemmFamilyKind::Mma, GemmFamilyKind::Wgmma]
+        }
         DType::F16 | DType::Bf16 | DType::Tf32 if arch == Arch::Sm90a => {
             vec![GemmFamilyKind::Wgmma, GemmFamilyKind::Mma]
         }
         DType::F16 | DType::Bf16 | DType::Tf32 => vec![GemmFamilyKind::Mma],
     }
+}
+
+/// Whether wgmma's tf32 staging pre-pass would bound `p`: a row-major (N-major) B is transposed
+/// through global memory before a wgmma GEMM, and with M <= 256 rows that copy costs more than
+/// the GEMM. mma.sync reads such a B in place. H100, call CM (3 rounds of the suite, medians):
+/// mma at its defaults 110.1 / 162.3 / 306.6 / 269.7 us at 64 / 128 / 192 / 256 x 8192^2 NN
+/// (1.01 / 0.69 / 0.70 / 0.46x cuBLAS) against wgmma's 340.8 / 342.1 / 347.8 / 351.4 (0.33 /
+/// 0.33 / 0.62 / 0.35x); 96 x 4096^2, a shape no tuning saw, 67.3 against 104.3 us. At 1024^3
+/// wgmma stays ahead (22.1 against 24.8 us tuned, calls CK and CL).
+pub fn tf32_staging_bound(p: &GemmProblem) -> bool {
+    p.dtype == DType::Tf32 && p.layout_b == Layout::Row && p.m <= 256
 }
 
 /// Picks the family for `p` on `arch` (`info` configures each candidate): the first of
@@ -531,7 +546,7 @@ mod tests {
             .to_string();
         assert!(
             err.contains("family simt cannot serve 64x8192x8192 tf32")
-                && err.contains("offered: wgmma, mma"),
+                && err.contains("offered: mma, wgmma"),
             "{err}"
         );
         let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
@@ -549,6 +564,35 @@ mod tests {
         assert!(
             err.contains("family mma cannot serve") && err.contains("1001"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn tf32_with_a_staged_b_at_small_m_goes_to_mma() {
+        let info = DeviceInfo::example_sm90();
+        let pick = |m, n, k, lb| {
+            let p = GemmSpec::new(m, n, k, DType::Tf32)
+                .with_layouts(Layout::Row, lb)
+                .problem()
+                .unwrap();
+            select_family(&p, Arch::Sm90a, &info).unwrap()
+        };
+        for m in [1, 64, 128, 200, 256] {
+            assert_eq!(pick(m, 8192, 8192, Layout::Row), GemmFamilyKind::Mma, "{m}");
+        }
+        // Larger M, or a K-major B read in place: wgmma.
+        assert_eq!(pick(257, 8192, 8192, Layout::Row), GemmFamilyKind::Wgmma);
+        assert_eq!(pick(1024, 1024, 1024, Layout::Row), GemmFamilyKind::Wgmma);
+        assert_eq!(pick(64, 8192, 8192, Layout::Col), GemmFamilyKind::Wgmma);
+        // mma.sync refuses a pitch that is not a multiple of 16 bytes; wgmma stages it.
+        assert_eq!(pick(64, 1001, 512, Layout::Row), GemmFamilyKind::Wgmma);
+        // Off Hopper nothing changes: mma.sync serves tf32.
+        let p = GemmSpec::new(64, 8192, 8192, DType::Tf32)
+            .problem()
+            .unwrap();
+        assert_eq!(
+            select_family(&p, Arch::Sm120, &info).unwrap(),
+            GemmFamilyKind::Mma
         );
     }
 

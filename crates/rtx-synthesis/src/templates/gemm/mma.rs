@@ -31,6 +31,35 @@ use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
 
+/// tf32 configs for M <= 256: the winners of guided tuning at 64 / 128 / 256 x 8192^2 NN on an
+/// H100 (call CL, `rtx-tune --family mma`, 30 s each): 107.0 us (1.02x cuBLAS), 161.3 us
+/// (0.68x) and 265.9 us (0.47x), where the 128x128 default ran 303-308 us (call CK). As
+/// defaults in the suite (call CM): 110.1 / 162.3 / 269.7 us, and 306.6 at 192 x 8192^2 (the
+/// 128x128 default's 305 there, so no loss). Small tiles and split-K give the grid enough
+/// blocks to stream B at these M. `None` for other dtypes and larger M.
+pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
+    if p.dtype != DType::Tf32 {
+        return None;
+    }
+    let (bm, bn, bk, warps_m, warps_n, stages, split_k) = match p.m {
+        0..=64 => (64, 64, 32, 2, 2, 3, 2),
+        65..=128 => (64, 128, 16, 1, 4, 5, 2),
+        129..=256 => (128, 64, 16, 2, 2, 5, 1),
+        _ => return None,
+    };
+    Some(MmaConfig {
+        bm,
+        bn,
+        bk,
+        warps_m,
+        warps_n,
+        stages,
+        split_k,
+        swizzle: true,
+        group_m: 8,
+    })
+}
+
 /// The `mma.sync` tensor-core GEMM template.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MmaGemm;
@@ -580,8 +609,14 @@ impl Template for MmaGemm {
     }
 
     /// 128x128 block, 2x2 warps (64x64 warp tiles), 4 stages, swizzled, group 8; BK 32
-    /// (16-bit inputs) or 16 (tf32) so the ring is 64-66 KiB on every sm_80+ part.
-    fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> MmaConfig {
+    /// (16-bit inputs) or 16 (tf32) so the ring is 64-66 KiB on every sm_80+ part. tf32 with
+    /// M <= 256 takes [`tf32_small_m_config`] where it is legal.
+    fn default_config(&self, problem: &GemmProblem, arch: Arch) -> MmaConfig {
+        if let Some(c) =
+            tf32_small_m_config(problem).filter(|c| space::check_mma(problem, c, arch).is_ok())
+        {
+            return c;
+        }
         let bk = if problem.dtype == DType::Tf32 { 16 } else { 32 };
         MmaConfig {
             bm: 128,
@@ -627,6 +662,33 @@ impl Template for MmaGemm {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tf32_small_m_defaults_are_call_cl_winners_and_legal() {
+        let t = MmaGemm;
+        for (m, want) in [
+            (64, (64, 64, 32, 2)),
+            (128, (64, 128, 16, 2)),
+            (256, (128, 64, 16, 1)),
+        ] {
+            let p = GemmProblem::nn(m, 8192, 8192, DType::Tf32);
+            let c = t.default_config(&p, Arch::Sm90a);
+            assert_eq!((c.bm, c.bn, c.bk, c.split_k), want, "{m}");
+            t.check(&p, &c, Arch::Sm90a).unwrap();
+        }
+        // Other dtypes and larger M keep 128x128.
+        for p in [
+            GemmProblem::nn(64, 8192, 8192, DType::Bf16),
+            GemmProblem::nn(257, 8192, 8192, DType::Tf32),
+        ] {
+            let c = t.default_config(&p, Arch::Sm90a);
+            assert_eq!((c.bm, c.bn, c.split_k), (128, 128, 1), "{p:?}");
+        }
+        // Where split-K is not legal (one k-block) the 128x128 default serves.
+        let short = GemmProblem::nn(64, 8192, 16, DType::Tf32);
+        let c = t.default_config(&short, Arch::Sm90a);
+        t.check(&short, &c, Arch::Sm90a).unwrap();
+    }
 
     #[test]
     fn default_is_valid_on_every_mma_arch_and_dtype() {
