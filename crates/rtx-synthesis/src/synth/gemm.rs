@@ -190,15 +190,32 @@ pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
     }
 }
 
-/// Whether wgmma's tf32 staging pre-pass would bound `p`: a row-major (N-major) B is transposed
-/// through global memory before a wgmma GEMM, and with M <= 256 rows that copy costs more than
-/// the GEMM. mma.sync reads such a B in place. H100, call CM (3 rounds of the suite, medians):
-/// mma at its defaults 110.1 / 162.3 / 306.6 / 269.7 us at 64 / 128 / 192 / 256 x 8192^2 NN
-/// (1.01 / 0.69 / 0.70 / 0.46x cuBLAS) against wgmma's 340.8 / 342.1 / 347.8 / 351.4 (0.33 /
-/// 0.33 / 0.62 / 0.35x); 96 x 4096^2, a shape no tuning saw, 67.3 against 104.3 us. At 1024^3
-/// wgmma stays ahead (22.1 against 24.8 us tuned, calls CK and CL).
+/// B operand size (one batch entry) from which tf32 with 64 < M <= 256 goes to mma.sync
+/// ([`tf32_staging_bound`]): 64 MiB.
+pub const TF32_MMA_MIN_B_BYTES: u64 = 64 << 20;
+
+/// Whether wgmma's tf32 staging pre-pass would bound `p`, so mma.sync serves it better: a
+/// row-major (N-major) B, which wgmma first transposes through global memory, and either
+/// M <= 64, or M <= 256 with a B of at least [`TF32_MMA_MIN_B_BYTES`].
+///
+/// H100, mma.sync at its defaults against wgmma, each with cuBLAS timed alternately:
+/// - call CM, 3 rounds: 64 / 128 / 192 / 256 x 8192^2 110.1 / 162.3 / 306.6 / 269.7 us
+///   (1.01 / 0.69 / 0.70 / 0.46x cuBLAS) against 340.8 / 342.1 / 347.8 / 351.4 (0.33 / 0.33 /
+///   0.62 / 0.35x); 96 x 4096^2 67.3 against 104.3 us.
+/// - call CP, 2 rounds: mma won at every M <= 64 (32 x 8192^2 108.8 against 341.8 us,
+///   64 x 11008 x 4096 110.2 / 250.7, 64 x 2048^2 25.0 / 32.9, 64 x 1024^2 16.8 / 18.1) and at
+///   256 x 11008 x 4096 (202.5 / 236.4). Above M = 64 with a smaller B, wgmma won or tied: its
+///   pre-pass is cheap there and mma's grid is thin. 256 x 1024 x 8192 (B 32 MiB) 76.5 against
+///   199.1 us, 256 x 2048^2 34.8 / 54.4, 256 x 1024^2 18.4 / 30.4, 128 x 4096 x 1024 29.3 /
+///   31.7; ties at 256 x 4096^2 (64 MiB, 103.0 / 103.7) and 200 x 3000^2 (80.0 / 80.0).
+/// - At 1024^3 wgmma stays ahead (22.1 against 24.8 us tuned, calls CK and CL).
+///
+/// The bound was drawn from these 16 shapes; no other shape has tested it.
 pub fn tf32_staging_bound(p: &GemmProblem) -> bool {
-    p.dtype == DType::Tf32 && p.layout_b == Layout::Row && p.m <= 256
+    let b_bytes = p.k as u64 * p.n as u64 * p.dtype.size_bytes() as u64;
+    p.dtype == DType::Tf32
+        && p.layout_b == Layout::Row
+        && (p.m <= 64 || (p.m <= 256 && b_bytes >= TF32_MMA_MIN_B_BYTES))
 }
 
 /// Picks the family for `p` on `arch` (`info` configures each candidate): the first of
@@ -579,6 +596,23 @@ mod tests {
         };
         for m in [1, 64, 128, 200, 256] {
             assert_eq!(pick(m, 8192, 8192, Layout::Row), GemmFamilyKind::Mma, "{m}");
+        }
+        // Call CP's shapes, each to the family that ran it faster (or tied).
+        for (m, n, k, want) in [
+            (32, 8192, 8192, GemmFamilyKind::Mma),
+            (64, 2048, 2048, GemmFamilyKind::Mma),
+            (64, 1024, 1024, GemmFamilyKind::Mma),
+            (64, 11008, 4096, GemmFamilyKind::Mma),
+            (96, 4096, 4096, GemmFamilyKind::Mma),
+            (256, 11008, 4096, GemmFamilyKind::Mma),
+            (256, 4096, 4096, GemmFamilyKind::Mma),
+            (256, 1024, 8192, GemmFamilyKind::Wgmma),
+            (256, 2048, 2048, GemmFamilyKind::Wgmma),
+            (256, 1024, 1024, GemmFamilyKind::Wgmma),
+            (128, 4096, 1024, GemmFamilyKind::Wgmma),
+            (200, 3000, 3000, GemmFamilyKind::Wgmma),
+        ] {
+            assert_eq!(pick(m, n, k, Layout::Row), want, "{m}x{n}x{k}");
         }
         // Larger M, or a K-major B read in place: wgmma.
         assert_eq!(pick(257, 8192, 8192, Layout::Row), GemmFamilyKind::Wgmma);
