@@ -10,12 +10,4 @@
 #        cargo xtask gpu-bundle --out .devrun_kb --tests none --patch scripts/h200/patches/kmajor_b_boxes.patch
 # Run: bash scripts/h200/callCO.sh (carry .devrun and .devrun_kb; about 6 minutes on an H200, 1.5
 # elsewhere; timeout_s 590).
-set -u
-d=$(cd "$(dirname "$0")" && pwd); root=$OUT
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "card: $name"
-run_ch() { mkdir -p $root/ch; OUT=$root/ch B=$PWD/.devrun_kb BASE=$PWD/.devrun bash $d/callCH.sh; }
-case $name in
-  *H200*) mkdir -p $root/by; OUT=$root/by B=$PWD/.devrun bash $d/callBY.sh; run_ch ;;
-  *) run_ch; exit 3 ;;
-esac
+exec bash "$(dirname "$0")/by_then.sh" ch "$(dirname "$0")/callCH.sh" B=$PWD/.devrun_kb BASE=$PWD/.devrun

@@ -36,7 +36,9 @@ use crate::{Arch, DType};
 /// (0.68x) and 265.9 us (0.47x), where the 128x128 default ran 303-308 us (call CK). As
 /// defaults in the suite (call CM): 110.1 / 162.3 / 269.7 us, and 306.6 at 192 x 8192^2 (the
 /// 128x128 default's 305 there, so no loss). Small tiles and split-K give the grid enough
-/// blocks to stream B at these M. `None` for other dtypes and larger M.
+/// blocks to stream B at these M, except above M = 64 with a small N (call CP: 32 blocks at
+/// 256 x 1024 x 8192), where `synth::tf32_staging_bound` keeps wgmma on sm_90a. Off Hopper these
+/// defaults serve every tf32 M <= 256 unmeasured. `None` for other dtypes and larger M.
 pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
     if p.dtype != DType::Tf32 {
         return None;
