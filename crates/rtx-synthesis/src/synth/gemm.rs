@@ -191,8 +191,8 @@ pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
 }
 
 /// B operand size (one batch entry) from which tf32 with 64 < M <= 256 goes to mma.sync
-/// ([`tf32_staging_bound`]): 64 MiB.
-pub const TF32_MMA_MIN_B_BYTES: u64 = 64 << 20;
+/// ([`tf32_staging_bound`]): 32 MiB (64 MiB until call CQ).
+pub const TF32_MMA_MIN_B_BYTES: u64 = 32 << 20;
 
 /// Whether wgmma's tf32 staging pre-pass would bound `p`, so mma.sync serves it better: a
 /// row-major (N-major) B, which wgmma first transposes through global memory, and either
@@ -209,8 +209,16 @@ pub const TF32_MMA_MIN_B_BYTES: u64 = 64 << 20;
 ///   199.1 us, 256 x 2048^2 34.8 / 54.4, 256 x 1024^2 18.4 / 30.4, 128 x 4096 x 1024 29.3 /
 ///   31.7; ties at 256 x 4096^2 (64 MiB, 103.0 / 103.7) and 200 x 3000^2 (80.0 / 80.0).
 /// - At 1024^3 wgmma stays ahead (22.1 against 24.8 us tuned, calls CK and CL).
+/// - call CQ, 2 rounds, 18 shapes, with mma splitting K where its grid is under one wave
+///   (`mma::SPLIT_K_TARGET_BLOCKS`): mma won at every thin grid, B 32 MiB included
+///   (256 x 1024 x 8192 71.7 against 76.5 us, 128 x 1024 x 8192 61.4 / 76.1, 256 x 2048 x 8192
+///   97.2 / 117.9, 192 x 1024 x 16384 103.2 / 142.4, 256 x 4096^2 90.3 / 101.2), so the bound
+///   fell from 64 to 32 MiB. Misses it leaves, both M not a multiple of 64 with a grid between
+///   one and two waves: 224 x 6144^2 (mma 232.0 against 221.3 us) and 200 x 5000^2 (193.2 /
+///   174.8); a tie at 256 x 16384 x 2048 (170.6 / 168.3).
 ///
-/// The bound was drawn from these 16 shapes; no other shape has tested it.
+/// The bound was drawn from these 31 shapes; 200 x 3000^2 (34 MiB), which moves to mma, was
+/// measured only before the split (a tie).
 pub fn tf32_staging_bound(p: &GemmProblem) -> bool {
     let b_bytes = p.k as u64 * p.n as u64 * p.dtype.size_bytes() as u64;
     p.dtype == DType::Tf32
@@ -606,11 +614,24 @@ mod tests {
             (96, 4096, 4096, GemmFamilyKind::Mma),
             (256, 11008, 4096, GemmFamilyKind::Mma),
             (256, 4096, 4096, GemmFamilyKind::Mma),
-            (256, 1024, 8192, GemmFamilyKind::Wgmma),
             (256, 2048, 2048, GemmFamilyKind::Wgmma),
             (256, 1024, 1024, GemmFamilyKind::Wgmma),
             (128, 4096, 1024, GemmFamilyKind::Wgmma),
-            (200, 3000, 3000, GemmFamilyKind::Wgmma),
+            // Call CQ's, with mma's grid split to a wave (the two misses are left out:
+            // 224 x 6144^2 and 200 x 5000^2 go to mma, wgmma ran them 5% and 10% faster).
+            (256, 1024, 8192, GemmFamilyKind::Mma),
+            (128, 1024, 8192, GemmFamilyKind::Mma),
+            (256, 2048, 8192, GemmFamilyKind::Mma),
+            (128, 2048, 8192, GemmFamilyKind::Mma),
+            (192, 1024, 16384, GemmFamilyKind::Mma),
+            (64, 512, 16384, GemmFamilyKind::Mma),
+            (64, 4096, 8192, GemmFamilyKind::Mma),
+            (48, 3072, 3072, GemmFamilyKind::Mma),
+            (96, 8192, 2048, GemmFamilyKind::Mma),
+            (160, 8192, 4096, GemmFamilyKind::Mma),
+            (240, 8192, 8192, GemmFamilyKind::Mma),
+            (32, 16384, 16384, GemmFamilyKind::Mma),
+            (128, 12288, 3072, GemmFamilyKind::Mma),
         ] {
             assert_eq!(pick(m, n, k, Layout::Row), want, "{m}x{n}x{k}");
         }

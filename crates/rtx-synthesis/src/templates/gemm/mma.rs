@@ -31,14 +31,24 @@ use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
 
+/// Blocks below which [`tf32_small_m_config`] doubles split-K: one wave of a 132-SM H100/H200.
+/// Call CQ (H100): splitting toward 256 blocks won where the grid was under a wave
+/// (256 x 1024 x 8192 200.2 -> 71.7 us, 64 x 512 x 16384 113.4 -> 49.8, 256 x 4096^2 103.6 ->
+/// 90.3) and lost where it already filled one (224 x 6144^2, 192 blocks: 232.0 -> 246.4;
+/// 200 x 5000^2, 158: 193.2 -> 201.2).
+pub const SPLIT_K_TARGET_BLOCKS: u64 = 132;
+/// The fewest k-blocks a split-K slice of [`tf32_small_m_config`] keeps.
+pub const SPLIT_K_MIN_K_TILES: u64 = 32;
+
 /// tf32 configs for M <= 256: the winners of guided tuning at 64 / 128 / 256 x 8192^2 NN on an
 /// H100 (call CL, `rtx-tune --family mma`, 30 s each): 107.0 us (1.02x cuBLAS), 161.3 us
 /// (0.68x) and 265.9 us (0.47x), where the 128x128 default ran 303-308 us (call CK). As
 /// defaults in the suite (call CM): 110.1 / 162.3 / 269.7 us, and 306.6 at 192 x 8192^2 (the
 /// 128x128 default's 305 there, so no loss). Small tiles and split-K give the grid enough
-/// blocks to stream B at these M, except above M = 64 with a small N (call CP: 32 blocks at
-/// 256 x 1024 x 8192), where `synth::tf32_staging_bound` keeps wgmma on sm_90a. Off Hopper these
-/// defaults serve every tf32 M <= 256 unmeasured. `None` for other dtypes and larger M.
+/// blocks to stream B at these M. Off Hopper these
+/// defaults serve every tf32 M <= 256 unmeasured. Where the grid is under one wave (a small N),
+/// split-K doubles until it is not ([`SPLIT_K_TARGET_BLOCKS`], call CQ). `None` for other
+/// dtypes and larger M.
 pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
     if p.dtype != DType::Tf32 {
         return None;
@@ -49,6 +59,18 @@ pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
         129..=256 => (128, 64, 16, 2, 2, 5, 1),
         _ => return None,
     };
+    // A grid under one wave (a small N) leaves SMs idle while B streams: split K further, in
+    // powers of two up to 8, until the grid has SPLIT_K_TARGET_BLOCKS blocks or a slice would
+    // fall under SPLIT_K_MIN_K_TILES k-blocks.
+    let tiles = space::tile_count(p, bm, bn) * p.batch.max(1) as u64;
+    let k_tiles = (p.k as u64).div_ceil(bk as u64);
+    let mut split_k = split_k;
+    while tiles * (split_k as u64) < SPLIT_K_TARGET_BLOCKS
+        && split_k < 8
+        && k_tiles >= 2 * split_k as u64 * SPLIT_K_MIN_K_TILES
+    {
+        split_k *= 2;
+    }
     Some(MmaConfig {
         bm,
         bn,
@@ -685,6 +707,25 @@ mod tests {
         ] {
             let c = t.default_config(&p, Arch::Sm90a);
             assert_eq!((c.bm, c.bn, c.split_k), (128, 128, 1), "{p:?}");
+        }
+        // A grid under one wave splits K further, slices of at least 32 k-blocks; one wave or
+        // more keeps the band's split (call CQ).
+        for ((m, n, k), want) in [
+            ((256, 1024, 8192), 8),
+            ((256, 2048, 8192), 4),
+            ((256, 4096, 4096), 2),
+            ((128, 2048, 8192), 8),
+            ((96, 4096, 4096), 4),
+            ((64, 512, 16384), 8),
+            ((64, 1024, 1024), 2),
+            ((256, 1024, 1024), 2),
+            ((224, 6144, 6144), 1),
+            ((200, 5000, 5000), 1),
+        ] {
+            let p = GemmProblem::nn(m, n, k, DType::Tf32);
+            let c = t.default_config(&p, Arch::Sm90a);
+            assert_eq!(c.split_k, want, "{m}x{n}x{k}");
+            t.check(&p, &c, Arch::Sm90a).unwrap();
         }
         // Where split-K is not legal (one k-block) the 128x128 default serves.
         let short = GemmProblem::nn(64, 8192, 16, DType::Tf32);
