@@ -7,10 +7,5 @@ pack() { tar -C $R -czf $OUT/callCP.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 S=32x8192x8192,256x4096x4096,64x2048x2048,256x2048x2048,64x1024x1024,256x1024x1024,128x4096x1024,256x1024x8192,64x11008x4096,256x11008x4096,200x3000x3000
-for i in 1 2; do
-  t=60; [ $i = 1 ] && t=180
-  timeout $t $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes $S > $R/s_$i.log 2>&1
-  echo "round $i rc=$? $(mrow $R/s_$i.log | cut -c1-900)"
-  pack
-done
-rm -rf $R/b; finish
+suite_rounds 2 tf32 $S
+finish

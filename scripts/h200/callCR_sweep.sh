@@ -9,10 +9,5 @@ pack() { tar -C $R -czf $OUT/callCR.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 S=200x3000x3000,256x2048x4096,160x2048x4096,192x4096x2048,112x2048x8192,144x3072x3072,240x1536x8192,80x6144x2048,128x4096x2048,256x2048x2048,64x8192x8192,256x8192x8192,1024x1024x1024
-for i in 1 2; do
-  t=60; [ $i = 1 ] && t=180
-  timeout $t $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes tf32 --gemm-shapes $S > $R/s_$i.log 2>&1
-  echo "round $i rc=$? $(mrow $R/s_$i.log | cut -c1-900)"
-  pack
-done
-rm -rf $R/b; finish
+suite_rounds 2 tf32 $S
+finish

@@ -37,6 +37,18 @@ suite_arm() {
   timeout $t $d/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes $2 --gemm-shapes $3 > $R/s_$1_$i.log 2>&1
   echo "$1_$i rc=$? $(mrow $R/s_$1_$i.log | cut -c1-400)"
 }
+# suite_rounds N DTYPES SHAPES: N rounds of the GEMM suite for DTYPES at SHAPES from $B's bundle,
+# one process each (180 s in round 1 for its compiles, 60 s after), logged to $R/s_<i>.log; prints
+# each round's mrow() and calls the script's pack(). Calls CP and CR.
+suite_rounds() {
+  for i in $(seq 1 $1); do
+    local t=60; [ $i = 1 ] && t=180
+    timeout $t $B/rtx-bench --out $R/b --no-progress --suite gemm --gemm-dtypes $2 --gemm-shapes $3 > $R/s_$i.log 2>&1
+    echo "round $i rc=$? $(mrow $R/s_$i.log | cut -c1-900)"
+    pack
+  done
+  rm -rf $R/b
+}
 # rotated_rounds N ARM...: N rounds of A/B arms in separate processes. Each round calls the
 # script's arm() once per ARM (with the round in $i), the order rotated by one every round, then
 # pack(). Used by calls BS-BV.
