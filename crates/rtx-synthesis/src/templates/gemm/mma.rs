@@ -45,10 +45,9 @@ pub const SPLIT_K_MIN_K_TILES: u64 = 32;
 /// (0.68x) and 265.9 us (0.47x), where the 128x128 default ran 303-308 us (call CK). As
 /// defaults in the suite (call CM): 110.1 / 162.3 / 269.7 us, and 306.6 at 192 x 8192^2 (the
 /// 128x128 default's 305 there, so no loss). Small tiles and split-K give the grid enough
-/// blocks to stream B at these M. Off Hopper these
-/// defaults serve every tf32 M <= 256 unmeasured. Where the grid is under one wave (a small N),
-/// split-K doubles until it is not ([`SPLIT_K_TARGET_BLOCKS`], call CQ). `None` for other
-/// dtypes and larger M.
+/// blocks to stream B at these M; where the grid is still under one wave (a small N), split-K
+/// doubles until it is not ([`SPLIT_K_TARGET_BLOCKS`], call CQ). Off Hopper these defaults
+/// serve every tf32 M <= 256 unmeasured. `None` for other dtypes and larger M.
 pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
     if p.dtype != DType::Tf32 {
         return None;
@@ -62,8 +61,8 @@ pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
     // A grid under one wave (a small N) leaves SMs idle while B streams: split K further, in
     // powers of two up to 8, until the grid has SPLIT_K_TARGET_BLOCKS blocks or a slice would
     // fall under SPLIT_K_MIN_K_TILES k-blocks.
-    let tiles = space::tile_count(p, bm, bn) * p.batch.max(1) as u64;
-    let k_tiles = (p.k as u64).div_ceil(bk as u64);
+    let tiles = space::tile_count(p, bm, bn) * p.batch as u64;
+    let k_tiles = space::tiles(p.k, bk);
     let mut split_k = split_k;
     while tiles * (split_k as u64) < SPLIT_K_TARGET_BLOCKS
         && split_k < 8

@@ -135,7 +135,8 @@ pub struct MmaGeometry {
     pub est_regs: u64,
 }
 
-fn tiles(x: u32, t: u32) -> u64 {
+/// Tiles of `t` covering `x` (rounded up).
+pub(crate) fn tiles(x: u32, t: u32) -> u64 {
     (x as u64).div_ceil(t as u64)
 }
 
