@@ -242,7 +242,13 @@ pub fn gemm_mma(arch: Arch, o: &RegistryOptions) -> Result<Vec<CompileCase>, Fam
     let o = small_family(o);
     let mut v = Vec::new();
     for p in gemm_mma_problems() {
-        v.extend(from_template("gemm_mma", &MmaGemm, &p, arch, &o)?);
+        v.extend(from_template(
+            "gemm_mma",
+            &MmaGemm::default(),
+            &p,
+            arch,
+            &o,
+        )?);
     }
     Ok(v)
 }

@@ -136,7 +136,7 @@ fn mma_representative_configs_compile() {
     if !nvrtc_or_skip("mma_representative_configs_compile") {
         return;
     }
-    let t = MmaGemm;
+    let t = MmaGemm::default();
     let (r, c) = (Layout::Row, Layout::Col);
     let mut cases: Vec<(GemmProblem, Option<MmaConfig>)> = Vec::new();
     // Defaults for every dtype and layout.

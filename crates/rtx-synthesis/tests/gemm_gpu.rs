@@ -521,7 +521,7 @@ fn build(case: Case, arch: Arch) -> Result<Built, String> {
             )
         }
         Kernel::Mma(c) => {
-            let t = MmaGemm;
+            let t = MmaGemm::default();
             let c = c.unwrap_or_else(|| t.default_config(p, arch));
             (
                 t.emit(p, &c, arch).map_err(|e| e.to_string())?,
@@ -720,7 +720,7 @@ fn gpu_cases_are_valid_configs() {
                     )
                 }
                 Kernel::Mma(cfg) => {
-                    let t = MmaGemm;
+                    let t = MmaGemm::default();
                     t.check(
                         &c.p,
                         &cfg.unwrap_or_else(|| t.default_config(&c.p, arch)),

@@ -217,7 +217,7 @@ proptest! {
 
     #[test]
     fn mma_check_matches_rules(p in problem_strategy(vec![DType::F16, DType::Bf16, DType::Tf32]), arch in arch_strategy(), pick in any::<prop::sample::Index>()) {
-        let t = MmaGemm;
+        let t = MmaGemm::default();
         let space = t.space(&p, arch);
         prop_assert!(!space.is_empty());
         let c = space[pick.index(space.len())];
@@ -254,7 +254,7 @@ proptest! {
             let c = t.default_config(&p, arch);
             prop_assert!(t.check(&p, &c, arch).is_ok(), "{:?}", t.check(&p, &c, arch));
         } else if arch >= Arch::Sm80 && aligned(&p, 16 / p.dtype.size_bytes() as u64, false) {
-            let t = MmaGemm;
+            let t = MmaGemm::default();
             let c = t.default_config(&p, arch);
             prop_assert!(t.check(&p, &c, arch).is_ok(), "{:?}", t.check(&p, &c, arch));
         }
@@ -278,7 +278,7 @@ fn space_sizes() {
     );
     eprintln!("simt 4096^3 f32 on {arch}: {raw} raw, {valid} valid");
     assert!(valid >= 100 && valid <= raw);
-    let mma = MmaGemm;
+    let mma = MmaGemm::default();
     for (name, p) in [
         (
             "4096^3 bf16",

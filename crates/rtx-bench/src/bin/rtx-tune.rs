@@ -306,7 +306,9 @@ fn run_worker(
         Some(GemmFamilyKind::Wgmma) => {
             serve_family(&WgmmaGemm::new(sm_count), &problem, arch, ordinal, cache)?
         }
-        Some(GemmFamilyKind::Mma) => serve_family(&MmaGemm, &problem, arch, ordinal, cache)?,
+        Some(GemmFamilyKind::Mma) => {
+            serve_family(&MmaGemm::new(sm_count), &problem, arch, ordinal, cache)?
+        }
         Some(GemmFamilyKind::Simt) => serve_family(&SimtGemm, &problem, arch, ordinal, cache)?,
         None => bail!("--family `{family}`: expected wgmma, mma or simt"),
     };

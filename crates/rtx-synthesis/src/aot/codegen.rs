@@ -438,7 +438,7 @@ fn gemm_family(p: &GemmProblem, arch: Arch) -> Result<GemmFamilyKind, String> {
     for kind in family_candidates(p, arch) {
         let verdict = match kind {
             GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::default(), p, arch),
-            GemmFamilyKind::Mma => family_accepts(&MmaGemm, p, arch),
+            GemmFamilyKind::Mma => family_accepts(&MmaGemm::default(), p, arch),
             GemmFamilyKind::Simt => family_accepts(&SimtGemm, p, arch),
         };
         match verdict {
@@ -533,7 +533,7 @@ pub fn op_kernels(
                 GemmFamilyKind::Wgmma => {
                     template_kernels(&WgmmaGemm::default(), &p, arch, &label, db)
                 }
-                GemmFamilyKind::Mma => template_kernels(&MmaGemm, &p, arch, &label, db),
+                GemmFamilyKind::Mma => template_kernels(&MmaGemm::default(), &p, arch, &label, db),
                 GemmFamilyKind::Simt => template_kernels(&SimtGemm, &p, arch, &label, db),
             }
         }
@@ -748,7 +748,9 @@ pub fn plan(
                 crate::templates::gemm::wgmma::NAME => {
                     entry_kernels(&WgmmaGemm::default(), &p, e, &mut plan)
                 }
-                crate::templates::gemm::mma::MMA_NAME => entry_kernels(&MmaGemm, &p, e, &mut plan),
+                crate::templates::gemm::mma::MMA_NAME => {
+                    entry_kernels(&MmaGemm::default(), &p, e, &mut plan)
+                }
                 crate::templates::gemm::simt::SIMT_NAME => {
                     entry_kernels(&SimtGemm, &p, e, &mut plan)
                 }
@@ -1014,7 +1016,7 @@ mod tests {
         let mut p = GemmProblem::new(512, 256, 128, DType::Bf16, Layout::Row, Layout::Col);
         p.epilogue.bias = true;
         p.epilogue.activation = Activation::GeluTanh;
-        let t = MmaGemm;
+        let t = MmaGemm::default();
         let key = TuneKey::new(
             &t,
             &p,

@@ -84,8 +84,8 @@ impl GemmFamily for WgmmaGemm {
 impl GemmFamily for MmaGemm {
     const FAMILY: &'static str = "mma";
 
-    fn for_device(_info: &DeviceInfo) -> Self {
-        MmaGemm
+    fn for_device(info: &DeviceInfo) -> Self {
+        MmaGemm::new(info.sm_count)
     }
 
     fn enqueue_gemm(

@@ -141,8 +141,8 @@ impl GemmTemplateKind for Mma {
     fn short(&self) -> &'static str {
         "mma"
     }
-    fn template(&self, _gpu: &Gpu) -> MmaGemm {
-        MmaGemm
+    fn template(&self, gpu: &Gpu) -> MmaGemm {
+        MmaGemm::new(gpu.device.info().sm_count)
     }
     fn dtypes(&self) -> &'static [DType] {
         &[DType::Tf32, DType::F16, DType::Bf16]
@@ -154,7 +154,7 @@ impl GemmTemplateKind for Mma {
         config: MmaConfig,
         what: String,
     ) -> Result<Box<dyn PreparedGemm>, String> {
-        let t = MmaGemm;
+        let t = self.template(gpu);
         let src = t.emit(p, &config, gpu.arch).map_err(|e| e.to_string())?;
         let (module, function) = load(gpu, &src)?;
         let workspace = alloc_split_k_workspace(&gpu.device, &gpu.stream, p, &config)

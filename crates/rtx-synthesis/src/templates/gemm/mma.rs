@@ -31,12 +31,8 @@ use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
 
-/// Blocks below which [`tf32_small_m_config`] doubles split-K: one wave of a 132-SM H100/H200.
-/// Call CQ (H100): splitting toward 256 blocks won where the grid was under a wave
-/// (256 x 1024 x 8192 200.2 -> 71.7 us, 64 x 512 x 16384 113.4 -> 49.8, 256 x 4096^2 103.6 ->
-/// 90.3) and lost where it already filled one (224 x 6144^2, 192 blocks: 232.0 -> 246.4;
-/// 200 x 5000^2, 158: 193.2 -> 201.2).
-pub const SPLIT_K_TARGET_BLOCKS: u64 = 132;
+/// SMs [`MmaGemm::default`] assumes (an H100 SXM / H200), as [`super::wgmma::WgmmaGemm`] does.
+pub const DEFAULT_SM_COUNT: u32 = 132;
 /// The fewest k-blocks a split-K slice of [`tf32_small_m_config`] keeps.
 pub const SPLIT_K_MIN_K_TILES: u64 = 32;
 
@@ -46,9 +42,13 @@ pub const SPLIT_K_MIN_K_TILES: u64 = 32;
 /// defaults in the suite (call CM): 110.1 / 162.3 / 269.7 us, and 306.6 at 192 x 8192^2 (the
 /// 128x128 default's 305 there, so no loss). Small tiles and split-K give the grid enough
 /// blocks to stream B at these M; where the grid is still under one wave (a small N), split-K
-/// doubles until it is not ([`SPLIT_K_TARGET_BLOCKS`], call CQ). Off Hopper these defaults
-/// serve every tf32 M <= 256 unmeasured. `None` for other dtypes and larger M.
-pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
+/// doubles until it is not: one block per SM of a device with `sm_count` SMs. Call CQ (H100, 132
+/// SMs): splitting toward 256 blocks won where the grid was under a wave (256 x 1024 x 8192
+/// 200.2 -> 71.7 us, 64 x 512 x 16384 113.4 -> 49.8, 256 x 4096^2 103.6 -> 90.3) and lost where
+/// it already filled one (224 x 6144^2, 192 blocks: 232.0 -> 246.4; 200 x 5000^2, 158: 193.2 ->
+/// 201.2), so the target is one wave. Off Hopper these defaults, and a wave of another SM
+/// count, serve every tf32 M <= 256 unmeasured. `None` for other dtypes and larger M.
+pub fn tf32_small_m_config(p: &GemmProblem, sm_count: u32) -> Option<MmaConfig> {
     if p.dtype != DType::Tf32 {
         return None;
     }
@@ -59,12 +59,12 @@ pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
         _ => return None,
     };
     // A grid under one wave (a small N) leaves SMs idle while B streams: split K further, in
-    // powers of two up to 8, until the grid has SPLIT_K_TARGET_BLOCKS blocks or a slice would
-    // fall under SPLIT_K_MIN_K_TILES k-blocks.
+    // powers of two up to 8, until the grid has a block per SM or a slice would fall under
+    // SPLIT_K_MIN_K_TILES k-blocks.
     let tiles = space::tile_count(p, bm, bn) * p.batch as u64;
     let k_tiles = space::tiles(p.k, bk);
     let mut split_k = split_k;
-    while tiles * (split_k as u64) < SPLIT_K_TARGET_BLOCKS
+    while tiles * (split_k as u64) < u64::from(sm_count.max(1))
         && split_k < 8
         && k_tiles >= 2 * split_k as u64 * SPLIT_K_MIN_K_TILES
     {
@@ -84,8 +84,18 @@ pub fn tf32_small_m_config(p: &GemmProblem) -> Option<MmaConfig> {
 }
 
 /// The `mma.sync` tensor-core GEMM template.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MmaGemm;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MmaGemm {
+    /// SMs of the target device: the tf32 small-M default splits K toward one block per SM
+    /// ([`tf32_small_m_config`]). Nothing else depends on it.
+    pub sm_count: u32,
+}
+
+impl Default for MmaGemm {
+    fn default() -> Self {
+        MmaGemm::new(DEFAULT_SM_COUNT)
+    }
+}
 
 /// Template name used in symbols, caches and the tuning database.
 pub const MMA_NAME: &str = "gemm_mma";
@@ -93,6 +103,13 @@ pub const MMA_NAME: &str = "gemm_mma";
 pub const MMA_VERSION: u32 = 3;
 
 impl MmaGemm {
+    /// A template for a device with `sm_count` SMs (at least 1).
+    pub fn new(sm_count: u32) -> Self {
+        MmaGemm {
+            sm_count: sm_count.max(1),
+        }
+    }
+
     fn violation(&self, c: &MmaConfig, reason: String) -> ConstraintViolation {
         ConstraintViolation {
             template: MMA_NAME.to_string(),
@@ -635,8 +652,8 @@ impl Template for MmaGemm {
     /// (16-bit inputs) or 16 (tf32) so the ring is 64-66 KiB on every sm_80+ part. tf32 with
     /// M <= 256 takes [`tf32_small_m_config`] where it is legal.
     fn default_config(&self, problem: &GemmProblem, arch: Arch) -> MmaConfig {
-        if let Some(c) =
-            tf32_small_m_config(problem).filter(|c| space::check_mma(problem, c, arch).is_ok())
+        if let Some(c) = tf32_small_m_config(problem, self.sm_count)
+            .filter(|c| space::check_mma(problem, c, arch).is_ok())
         {
             return c;
         }
@@ -688,7 +705,7 @@ mod tests {
 
     #[test]
     fn tf32_small_m_defaults_are_call_cl_winners_and_legal() {
-        let t = MmaGemm;
+        let t = MmaGemm::default();
         for (m, want) in [
             (64, (64, 64, 32, 2)),
             (128, (64, 128, 16, 2)),
@@ -726,6 +743,18 @@ mod tests {
             assert_eq!(c.split_k, want, "{m}x{n}x{k}");
             t.check(&p, &c, Arch::Sm90a).unwrap();
         }
+        // The wave is the device's: 200 x 5000^2 (158 blocks) splits on 170 SMs (an RTX 5090),
+        // 256 x 1024 x 8192 (32 blocks) stops at 4 on 114 (an H100 PCIe).
+        for (sms, (m, n, k), want) in [
+            (170, (200, 5000, 5000), 2),
+            (132, (200, 5000, 5000), 1),
+            (114, (256, 1024, 8192), 4),
+            (0, (256, 1024, 8192), 1),
+        ] {
+            let p = GemmProblem::nn(m, n, k, DType::Tf32);
+            let c = MmaGemm::new(sms).default_config(&p, Arch::Sm90a);
+            assert_eq!(c.split_k, want, "{sms} SMs, {m}x{n}x{k}");
+        }
         // Where split-K is not legal (one k-block) the 128x128 default serves.
         let short = GemmProblem::nn(64, 8192, 16, DType::Tf32);
         let c = t.default_config(&short, Arch::Sm90a);
@@ -734,7 +763,7 @@ mod tests {
 
     #[test]
     fn default_is_valid_on_every_mma_arch_and_dtype() {
-        let t = MmaGemm;
+        let t = MmaGemm::default();
         for arch in [Arch::Sm80, Arch::Sm86, Arch::Sm89, Arch::Sm90a, Arch::Sm120] {
             for d in [DType::F16, DType::Bf16, DType::Tf32] {
                 for (la, lb) in [(Layout::Row, Layout::Row), (Layout::Col, Layout::Col)] {
@@ -748,7 +777,7 @@ mod tests {
 
     #[test]
     fn split_k_signature_and_workspace() {
-        let t = MmaGemm;
+        let t = MmaGemm::default();
         let p = GemmProblem::nn(256, 256, 4096, DType::Bf16).batched(2);
         let c = MmaConfig {
             split_k: 4,
