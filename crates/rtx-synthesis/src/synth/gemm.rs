@@ -210,15 +210,17 @@ pub const TF32_MMA_MIN_B_BYTES: u64 = 32 << 20;
 ///   31.7; ties at 256 x 4096^2 (64 MiB, 103.0 / 103.7) and 200 x 3000^2 (80.0 / 80.0).
 /// - At 1024^3 wgmma stays ahead (22.1 against 24.8 us tuned, calls CK and CL).
 /// - call CQ, 2 rounds, 18 shapes, with mma splitting K where its grid is under one wave
-///   (`mma::SPLIT_K_TARGET_BLOCKS`): mma won at every thin grid, B 32 MiB included
+///   (`mma::tf32_small_m_config`): mma won at every thin grid, B 32 MiB included
 ///   (256 x 1024 x 8192 71.7 against 76.5 us, 128 x 1024 x 8192 61.4 / 76.1, 256 x 2048 x 8192
 ///   97.2 / 117.9, 192 x 1024 x 16384 103.2 / 142.4, 256 x 4096^2 90.3 / 101.2), so the bound
-///   fell from 64 to 32 MiB. Misses it leaves, both M not a multiple of 64 with a grid between
-///   one and two waves: 224 x 6144^2 (mma 232.0 against 221.3 us) and 200 x 5000^2 (193.2 /
-///   174.8); a tie at 256 x 16384 x 2048 (170.6 / 168.3).
+///   fell from 64 to 32 MiB. Misses: 224 x 6144^2 (mma 232.0 against 221.3 us) and
+///   200 x 5000^2 (193.2 / 174.8); a tie at 256 x 16384 x 2048 (170.6 / 168.3).
+/// - call CR, 4 rounds, nine shapes new to the 32 MiB rule: it served the faster family at five
+///   (112 x 2048 x 8192 72.3 against 109.0 us; 200 x 3000^2 74.0 / 78.4), two tie, two miss
+///   (144 x 3072^2 70.8 against 65.2; 240 x 1536 x 8192 102.0 / 94.6). No feature looked at
+///   (grid, M modulo 64, B size) separates the four misses from the wins.
 ///
-/// The bound was drawn from these 31 shapes; 200 x 3000^2 (34 MiB), which moves to mma, was
-/// measured only before the split (a tie).
+/// The bound was drawn from calls CM, CP and CQ (31 shapes).
 pub fn tf32_staging_bound(p: &GemmProblem) -> bool {
     let b_bytes = p.k as u64 * p.n as u64 * p.dtype.size_bytes() as u64;
     p.dtype == DType::Tf32
