@@ -36,9 +36,11 @@
 use super::bundle::{Bundle, BundleError, BundleManifest};
 use super::nvrtc::{compile, CompileError, Compiled};
 use super::parallel::map_bounded;
+use crate::profiler::hwdb::reference_sm_count;
 use crate::synth::gemm::{family_accepts, family_candidates, GemmFamilyKind};
 use crate::templates::elementwise::presets::{self, GeluForm};
 use crate::templates::elementwise::{ElementwiseProblem, ElementwiseTemplate};
+use crate::templates::gemm::mma::DEFAULT_SM_COUNT;
 use crate::templates::gemm::wgmma::WgmmaGemm;
 use crate::templates::gemm::{Activation, GemmProblem, Layout, MmaGemm, SimtGemm};
 use crate::templates::reduce::{RowProblem, RowReduceTemplate};
@@ -431,6 +433,13 @@ fn layouts_of(s: &str) -> Result<(Layout, Layout), String> {
     crate::synth::gemm::parse_layouts(s)
 }
 
+/// The mma.sync template as an ahead-of-time build sees `arch`: with the SM count of that
+/// arch's reference card ([`reference_sm_count`]), which its small-M defaults split K by, so the
+/// bundled default kernel is the one that card asks for at run time.
+fn mma_for(arch: Arch) -> MmaGemm {
+    MmaGemm::new(reference_sm_count(arch).unwrap_or(DEFAULT_SM_COUNT))
+}
+
 /// The GEMM family [`crate::Synth`] would pick for `p` on `arch` (the wgmma template's SM count
 /// only shapes launches, not code, so its default is used).
 fn gemm_family(p: &GemmProblem, arch: Arch) -> Result<GemmFamilyKind, String> {
@@ -438,7 +447,7 @@ fn gemm_family(p: &GemmProblem, arch: Arch) -> Result<GemmFamilyKind, String> {
     for kind in family_candidates(p, arch) {
         let verdict = match kind {
             GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::default(), p, arch),
-            GemmFamilyKind::Mma => family_accepts(&MmaGemm::default(), p, arch),
+            GemmFamilyKind::Mma => family_accepts(&mma_for(arch), p, arch),
             GemmFamilyKind::Simt => family_accepts(&SimtGemm, p, arch),
         };
         match verdict {
@@ -533,7 +542,7 @@ pub fn op_kernels(
                 GemmFamilyKind::Wgmma => {
                     template_kernels(&WgmmaGemm::default(), &p, arch, &label, db)
                 }
-                GemmFamilyKind::Mma => template_kernels(&MmaGemm::default(), &p, arch, &label, db),
+                GemmFamilyKind::Mma => template_kernels(&mma_for(arch), &p, arch, &label, db),
                 GemmFamilyKind::Simt => template_kernels(&SimtGemm, &p, arch, &label, db),
             }
         }
@@ -749,7 +758,7 @@ pub fn plan(
                     entry_kernels(&WgmmaGemm::default(), &p, e, &mut plan)
                 }
                 crate::templates::gemm::mma::MMA_NAME => {
-                    entry_kernels(&MmaGemm::default(), &p, e, &mut plan)
+                    entry_kernels(&mma_for(e.key.arch), &p, e, &mut plan)
                 }
                 crate::templates::gemm::simt::SIMT_NAME => {
                     entry_kernels(&SimtGemm, &p, e, &mut plan)
@@ -962,21 +971,27 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn plans_per_arch_families_and_rejects_bad_problems() {
-        let m = parse(
-            r#"{"format":"rtx-ops","version":1,"ops":[
-            {"op":"gemm","m":256,"n":256,"k":256,"dtype":"bf16"},
-            {"op":"gemm","m":256,"n":256,"k":256,"dtype":"bf16"},
-            {"op":"reduce","kind":"rmsnorm","dtype":"bf16","rows":64,"cols":4096}]}"#,
-        )
+    /// The plan for sm_90a and sm_120 of a manifest holding `ops` (JSON objects, comma-separated).
+    fn plan_both(ops: &str) -> CodegenPlan {
+        let m = parse(&format!(
+            r#"{{"format":"rtx-ops","version":1,"ops":[{ops}]}}"#
+        ))
         .unwrap();
-        let p = plan(
+        plan(
             &[Arch::Sm90a, Arch::Sm120],
             Some((&m, Path::new("m.json"))),
             None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn plans_per_arch_families_and_rejects_bad_problems() {
+        let p = plan_both(
+            r#"{"op":"gemm","m":256,"n":256,"k":256,"dtype":"bf16"},
+            {"op":"gemm","m":256,"n":256,"k":256,"dtype":"bf16"},
+            {"op":"reduce","kind":"rmsnorm","dtype":"bf16","rows":64,"cols":4096}"#,
+        );
         assert_eq!(
             p.kernels.len(),
             4,
@@ -1007,6 +1022,22 @@ mod tests {
             plan(&[Arch::Sm90a], Some((&empty, Path::new("m.json"))), None),
             Err(CodegenError::NothingToBuild { .. })
         ));
+    }
+
+    #[test]
+    fn mma_defaults_follow_each_arch_reference_card() {
+        // 200 x 5000^2 tf32 has 158 blocks at its band's tiles: one wave on 132 SMs (no further
+        // split), under one on the RTX 5090's 170 (split 2). The bundle must hold the kernel
+        // each card's run-time default asks for.
+        let p = plan_both(r#"{"op":"gemm","m":200,"n":5000,"k":5000,"dtype":"tf32"}"#);
+        let problem = GemmProblem::nn(200, 5000, 5000, DType::Tf32);
+        for (arch, sms, split) in [(Arch::Sm90a, 132, 1), (Arch::Sm120, 170, 2)] {
+            let c = MmaGemm::new(sms).default_config(&problem, arch);
+            assert_eq!(c.split_k, split, "{arch}");
+            let k = p.kernels.iter().find(|k| k.arch == arch).unwrap();
+            assert_eq!(k.source.template, "gemm_mma", "{arch}");
+            assert_eq!(k.source.entry, MmaGemm::entry_name(&problem, &c), "{arch}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! really sustains is measured by the profiler and stored next to these in a
 //! [`crate::profiler::DeviceProfile`].
 
+use crate::Arch;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
@@ -190,10 +191,21 @@ pub fn lookup(device_name: &str, compute_capability: (u32, u32)) -> Option<&'sta
         .find(|e| e.matches(device_name, compute_capability))
 }
 
+/// The SM count of the first model here with `arch`'s compute capability (the H200 for sm_90 /
+/// sm_90a, the RTX 5090 for sm_120, the A100 for sm_80): what an ahead-of-time build assumes
+/// where a template's default config depends on the device (mma.sync's small-M split-K), so a
+/// bundle holds the kernel that card asks for. `None` for an architecture with no model here.
+pub fn reference_sm_count(arch: Arch) -> Option<u32> {
+    let cc = arch.compute_capability();
+    ENTRIES
+        .iter()
+        .find(|e| e.compute_capability == cc)
+        .map(|e| e.sm_count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Arch;
 
     #[test]
     fn driver_names_resolve_to_the_right_model() {
@@ -290,5 +302,14 @@ mod tests {
             "patterns are matching rules, not saved data"
         );
         assert_eq!(&back.with_rules_from_db(), e);
+    }
+
+    #[test]
+    fn reference_sm_counts_are_the_reference_cards() {
+        assert_eq!(reference_sm_count(Arch::Sm90a), Some(132));
+        assert_eq!(reference_sm_count(Arch::Sm90), Some(132));
+        assert_eq!(reference_sm_count(Arch::Sm120), Some(170));
+        assert_eq!(reference_sm_count(Arch::Sm80), Some(108));
+        assert_eq!(reference_sm_count(Arch::Sm70), None);
     }
 }
