@@ -48,7 +48,8 @@ use rtx_synthesis::templates::gemm::wgmma::WgmmaGemm;
 use rtx_synthesis::templates::gemm::{GemmProblem, MmaGemm, SimtGemm};
 use rtx_synthesis::templates::reduce::RowProblem;
 use rtx_synthesis::tuner::{
-    gpu_lock, worker_main, Budget, ProgressSnapshot, TunePhase, WorkerCommand,
+    gpu_lock, tie_tolerance, worker_main, Budget, PassedOver, ProgressSnapshot, TunePhase,
+    WorkerCommand,
 };
 use rtx_synthesis::{Arch, DType};
 use std::path::PathBuf;
@@ -554,6 +555,26 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
             fmt_us(r.final_stats().map(|s| s.median_us)),
             r.config
         );
+    }
+    match o.passed_over() {
+        Some((top, PassedOver::TieToSimpler)) => {
+            let tol = top
+                .final_stats()
+                .zip(o.best.final_stats())
+                .map_or(0.0, |(a, b)| tie_tolerance(a, b));
+            println!(
+                "  #1 is not the winner: within the measured noise ({:.1}%) they tie, and ties go to \
+                 the simpler config (complexity {} against {})",
+                tol * 100.0,
+                o.best.complexity,
+                top.complexity
+            );
+        }
+        Some((_, PassedOver::NotReconfirmed)) => println!(
+            "  #1 is not the winner: it was timed once, outside the re-confirmed leaders; the \
+             winner is the fastest leader on its re-measurement"
+        ),
+        None => {}
     }
     match synth.time_cublas(&spec, &req.protocol) {
         Ok(c) => {

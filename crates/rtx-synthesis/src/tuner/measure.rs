@@ -204,17 +204,19 @@ impl TimingStats {
     }
 }
 
-/// True when `a` and `b` differ by less than their measured noise.
-///
-/// The tolerance is the larger relative spread of the two, clamped to
-/// [`TIE_FLOOR_REL`]..=[`TIE_CAP_REL`], applied to the smaller median.
-pub fn is_tie(a: &TimingStats, b: &TimingStats) -> bool {
-    let tol = a
-        .rel_spread
+/// The relative difference under which `a` and `b` tie ([`is_tie`]): the larger relative spread
+/// of the two, clamped to [`TIE_FLOOR_REL`]..=[`TIE_CAP_REL`].
+pub fn tie_tolerance(a: &TimingStats, b: &TimingStats) -> f64 {
+    a.rel_spread
         .max(b.rel_spread)
-        .clamp(TIE_FLOOR_REL, TIE_CAP_REL);
+        .clamp(TIE_FLOOR_REL, TIE_CAP_REL)
+}
+
+/// True when `a` and `b` differ by less than their measured noise: [`tie_tolerance`] applied
+/// to the smaller median.
+pub fn is_tie(a: &TimingStats, b: &TimingStats) -> bool {
     let lo = a.median_us.min(b.median_us);
-    (a.median_us - b.median_us).abs() <= tol * lo
+    (a.median_us - b.median_us).abs() <= tie_tolerance(a, b) * lo
 }
 
 /// Runs `protocol` over `sample`, which performs one repetition (`rep` counts from 0 over the

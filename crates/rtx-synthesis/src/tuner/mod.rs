@@ -54,7 +54,7 @@ pub use db::{
 pub use gpu_lock::{GpuLock, GpuLockError, LockPolicy};
 pub use key::{DeviceKey, OpSignature, ProblemSignature, TuneKey};
 pub use measure::{
-    is_tie, run_protocol, run_protocol_batched, MeasureProtocol, TimingStats, Warmup,
+    is_tie, run_protocol, run_protocol_batched, tie_tolerance, MeasureProtocol, TimingStats, Warmup,
 };
 pub use replay::{replay, ReplayResult, ReplayRow, ReplayTable};
 pub use space::SearchSpace;
@@ -62,8 +62,8 @@ pub use strategy::{
     Budget, CostModel, Exhaustive, Guided, GuidedParams, Observation, RandomSearch, Strategy,
 };
 pub use tuner::{
-    CandidateRecord, CandidateResult, NoProgress, ProgressSnapshot, TuneError, TuneOptions,
-    TuneOutcome, TunePhase, TuneProgress, Tuner,
+    CandidateRecord, CandidateResult, NoProgress, PassedOver, ProgressSnapshot, TuneError,
+    TuneOptions, TuneOutcome, TunePhase, TuneProgress, Tuner,
 };
 pub use worker::{
     worker_main, WorkerBackend, WorkerCommand, WorkerExit, WorkerOptions, WorkerStats,

@@ -173,6 +173,43 @@ impl<C> TuneOutcome<C> {
         });
         r
     }
+
+    /// The first of [`TuneOutcome::ranked`] when it is not the winner, and why it was passed
+    /// over; `None` when the fastest measured candidate won.
+    pub fn passed_over(&self) -> Option<(&CandidateRecord<C>, PassedOver)> {
+        let top = *self.ranked().first()?;
+        if top.index == self.best.index {
+            return None;
+        }
+        let reconfirmed = |r: &CandidateRecord<C>| {
+            matches!(
+                r.result,
+                CandidateResult::Measured {
+                    reconfirmed: Some(_),
+                    ..
+                }
+            )
+        };
+        // The winner comes from the re-confirmed leaders when there are any; among them the
+        // fastest only loses to a simpler config within its noise.
+        let why = if reconfirmed(&self.best) && !reconfirmed(top) {
+            PassedOver::NotReconfirmed
+        } else {
+            PassedOver::TieToSimpler
+        };
+        Some((top, why))
+    }
+}
+
+/// Why the fastest measured candidate of a run is not its winner ([`TuneOutcome::passed_over`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PassedOver {
+    /// It ties with the winner within the measured noise ([`is_tie`]), and ties go to the
+    /// simpler config (`Template::complexity`).
+    TieToSimpler,
+    /// It was timed once, outside the re-confirmed leaders, and the winner is the fastest leader
+    /// on its re-measurement (a single lucky sample does not win).
+    NotReconfirmed,
 }
 
 /// Why a tuning run produced no winner.
@@ -846,20 +883,41 @@ mod tests {
         ]);
         let o = run(&ToyTemplate::default(), 8, &b, TuneOptions::default()).unwrap();
         assert_eq!(o.best.config.id, 4);
+        let (top, why) = o.passed_over().expect("the fastest did not win");
+        assert_eq!((top.config.id, why), (1, PassedOver::TieToSimpler));
         // Control: clearly apart, the faster one wins whatever its complexity.
         let b = ScriptedBackend::new([
             (0, Script::Time(200.0)),
             (1, Script::Time(50.0)),
             (4, Script::Time(60.0)),
         ]);
-        assert_eq!(
-            run(&ToyTemplate::default(), 8, &b, TuneOptions::default())
-                .unwrap()
-                .best
-                .config
-                .id,
-            1
-        );
+        let o = run(&ToyTemplate::default(), 8, &b, TuneOptions::default()).unwrap();
+        assert_eq!(o.best.config.id, 1);
+        assert!(o.passed_over().is_none());
+    }
+
+    #[test]
+    fn a_single_sample_outside_the_leaders_is_passed_over_and_said_so() {
+        // Leaders 2 and 3 (first 10 and 12 us) re-measure at 30 and 28; 5, timed once at 15,
+        // was not among the two leaders re-confirmed, so 3 wins and 5 ranks first.
+        let b = ScriptedBackend::new([
+            (2, Script::FirstThen(10.0, 30.0)),
+            (3, Script::FirstThen(12.0, 28.0)),
+            (5, Script::Time(15.0)),
+        ]);
+        let o = run(
+            &ToyTemplate::default(),
+            8,
+            &b,
+            TuneOptions {
+                reconfirm_top: 2,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(o.best.config.id, 3);
+        let (top, why) = o.passed_over().expect("5 ranks first");
+        assert_eq!((top.config.id, why), (5, PassedOver::NotReconfirmed));
     }
 
     #[test]
