@@ -40,9 +40,10 @@ use crate::profiler::hwdb::reference_sm_count;
 use crate::synth::gemm::{family_accepts, family_candidates, GemmFamilyKind};
 use crate::templates::elementwise::presets::{self, GeluForm};
 use crate::templates::elementwise::{ElementwiseProblem, ElementwiseTemplate};
-use crate::templates::gemm::mma::DEFAULT_SM_COUNT;
 use crate::templates::gemm::wgmma::WgmmaGemm;
-use crate::templates::gemm::{Activation, GemmProblem, Layout, MmaGemm, SimtGemm};
+use crate::templates::gemm::{
+    Activation, GemmProblem, Layout, MmaGemm, SimtGemm, DEFAULT_SM_COUNT,
+};
 use crate::templates::reduce::{RowProblem, RowReduceTemplate};
 use crate::templates::{KernelSource, Template};
 use crate::tuner::{DbEntry, DeviceKey, LookupPolicy, LookupSource, ProblemSignature, TuningDb};
@@ -433,21 +434,21 @@ fn layouts_of(s: &str) -> Result<(Layout, Layout), String> {
     crate::synth::gemm::parse_layouts(s)
 }
 
-/// The mma.sync template as an ahead-of-time build sees `arch`: with the SM count of that
-/// arch's reference card ([`reference_sm_count`]), which its small-M defaults split K by, so the
-/// bundled default kernel is the one that card asks for at run time.
-fn mma_for(arch: Arch) -> MmaGemm {
-    MmaGemm::new(reference_sm_count(arch).unwrap_or(DEFAULT_SM_COUNT))
+/// The SM count an ahead-of-time build plans `arch` for: its reference card's
+/// ([`reference_sm_count`]). Default configs depend on it (mma.sync's small-M split-K, wgmma's
+/// rung choice by waves), so the bundled default kernel is the one that card asks for at run
+/// time.
+fn sm_count_for(arch: Arch) -> u32 {
+    reference_sm_count(arch).unwrap_or(DEFAULT_SM_COUNT)
 }
 
-/// The GEMM family [`crate::Synth`] would pick for `p` on `arch` (the wgmma template's SM count
-/// only shapes launches, not code, so its default is used).
+/// The GEMM family [`crate::Synth`] would pick for `p` on `arch`.
 fn gemm_family(p: &GemmProblem, arch: Arch) -> Result<GemmFamilyKind, String> {
     let mut reasons = Vec::new();
     for kind in family_candidates(p, arch) {
         let verdict = match kind {
-            GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::default(), p, arch),
-            GemmFamilyKind::Mma => family_accepts(&mma_for(arch), p, arch),
+            GemmFamilyKind::Wgmma => family_accepts(&WgmmaGemm::new(sm_count_for(arch)), p, arch),
+            GemmFamilyKind::Mma => family_accepts(&MmaGemm::new(sm_count_for(arch)), p, arch),
             GemmFamilyKind::Simt => family_accepts(&SimtGemm, p, arch),
         };
         match verdict {
@@ -540,9 +541,11 @@ pub fn op_kernels(
             p.validate().map_err(|e| e.to_string())?;
             match gemm_family(&p, arch)? {
                 GemmFamilyKind::Wgmma => {
-                    template_kernels(&WgmmaGemm::default(), &p, arch, &label, db)
+                    template_kernels(&WgmmaGemm::new(sm_count_for(arch)), &p, arch, &label, db)
                 }
-                GemmFamilyKind::Mma => template_kernels(&mma_for(arch), &p, arch, &label, db),
+                GemmFamilyKind::Mma => {
+                    template_kernels(&MmaGemm::new(sm_count_for(arch)), &p, arch, &label, db)
+                }
                 GemmFamilyKind::Simt => template_kernels(&SimtGemm, &p, arch, &label, db),
             }
         }
@@ -755,10 +758,10 @@ pub fn plan(
             };
             let ks = match e.key.template.as_str() {
                 crate::templates::gemm::wgmma::NAME => {
-                    entry_kernels(&WgmmaGemm::default(), &p, e, &mut plan)
+                    entry_kernels(&WgmmaGemm::new(sm_count_for(e.key.arch)), &p, e, &mut plan)
                 }
                 crate::templates::gemm::mma::MMA_NAME => {
-                    entry_kernels(&mma_for(e.key.arch), &p, e, &mut plan)
+                    entry_kernels(&MmaGemm::new(sm_count_for(e.key.arch)), &p, e, &mut plan)
                 }
                 crate::templates::gemm::simt::SIMT_NAME => {
                     entry_kernels(&SimtGemm, &p, e, &mut plan)

@@ -31,8 +31,6 @@ use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
 
-/// SMs [`MmaGemm::default`] assumes (an H100 SXM / H200), as [`super::wgmma::WgmmaGemm`] does.
-pub const DEFAULT_SM_COUNT: u32 = 132;
 /// The fewest k-blocks a split-K slice of [`tf32_small_m_config`] keeps.
 pub const SPLIT_K_MIN_K_TILES: u64 = 32;
 
@@ -93,7 +91,7 @@ pub struct MmaGemm {
 
 impl Default for MmaGemm {
     fn default() -> Self {
-        MmaGemm::new(DEFAULT_SM_COUNT)
+        MmaGemm::new(super::DEFAULT_SM_COUNT)
     }
 }
 

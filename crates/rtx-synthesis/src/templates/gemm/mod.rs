@@ -18,6 +18,10 @@ pub mod simt;
 pub mod space;
 pub mod wgmma;
 
+/// SMs a device-dependent GEMM template assumes when no device is named ([`MmaGemm::default`],
+/// [`wgmma::WgmmaGemm::default`]): an H100 SXM / H200.
+pub const DEFAULT_SM_COUNT: u32 = 132;
+
 pub use launch::{alloc_split_k_workspace, launch_gemm, ExtraArg, GemmBuffers, GemmLaunchError};
 pub use mma::MmaGemm;
 pub use problem::{Activation, Epilogue, GemmProblem, Layout};

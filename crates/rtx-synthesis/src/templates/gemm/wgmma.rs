@@ -262,11 +262,7 @@ pub const EXPERIMENTAL_ENV: &str = "RTX_EXPERIMENTAL";
 
 impl Default for WgmmaGemm {
     fn default() -> Self {
-        // H100 SXM / H200.
-        WgmmaGemm {
-            sm_count: 132,
-            experimental: false,
-        }
+        WgmmaGemm::new(super::DEFAULT_SM_COUNT)
     }
 }
 
