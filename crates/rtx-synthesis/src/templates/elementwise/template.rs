@@ -16,6 +16,7 @@ use super::config::{ElementwiseConfig, GridMode};
 use super::device::{uses_approx_sfu, vector_alignment, write_math_prelude, write_memory_prelude};
 use super::expr::{Broadcast, Node, UnaryOp, ValueRef};
 use super::problem::ElementwiseProblem;
+use crate::profiler::hwdb::reference_sm_count;
 use crate::templates::codegen::CudaWriter;
 use crate::templates::{ConstraintViolation, KernelSource, LaunchDims, Template};
 use crate::{Arch, DType};
@@ -27,14 +28,10 @@ pub struct ElementwiseTemplate;
 /// Registers per thread ptxas needs beyond the cached values (indices, pointers, temporaries).
 const REGISTER_OVERHEAD: u32 = 32;
 
-/// A typical SM count for an architecture, used only to seed grid-stride grid sizes.
+/// The SM count grid-stride grid sizes are seeded from: the architecture's reference card in the
+/// hardware database ([`reference_sm_count`]), else 80 (a mid-size card) for one with none.
 fn typical_sm_count(arch: Arch) -> u32 {
-    match arch {
-        Arch::Sm90 | Arch::Sm90a => 132,
-        Arch::Sm120 => 170,
-        Arch::Sm80 => 108,
-        _ => 80,
-    }
+    reference_sm_count(arch).unwrap_or(80)
 }
 
 fn storage(d: DType) -> &'static str {
