@@ -52,7 +52,13 @@ impl DeviceBuffer {
         &self.device
     }
 
-    fn same_device(&self, stream: &Stream, op: &'static str) -> Result<(), RuntimeError> {
+    /// Errors (naming `op`) unless this buffer lives on `stream`'s device: a kernel reading
+    /// another device's memory faults and leaves the context unusable instead of failing cleanly.
+    pub fn check_on_stream_device(
+        &self,
+        stream: &Stream,
+        op: &'static str,
+    ) -> Result<(), RuntimeError> {
         if stream.device().ordinal() != self.device.ordinal() {
             return Err(RuntimeError::InvalidArgument {
                 op,
@@ -63,6 +69,11 @@ impl DeviceBuffer {
                 ),
             });
         }
+        Ok(())
+    }
+
+    fn same_device(&self, stream: &Stream, op: &'static str) -> Result<(), RuntimeError> {
+        self.check_on_stream_device(stream, op)?;
         self.device.bind()
     }
 
