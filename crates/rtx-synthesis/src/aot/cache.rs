@@ -210,8 +210,7 @@ impl CacheEntry {
     pub fn decode(bytes: &[u8]) -> Result<Self, EntryError> {
         let body = fsio::unframe(&ENTRY_MAGIC, ENTRY_FORMAT_VERSION, bytes)?;
         let (e, used): (CacheEntry, usize) =
-            bincode::serde::decode_from_slice(body, bincode::config::standard())
-                .map_err(|e| EntryError::Decode(e.to_string()))?;
+            fsio::decode_body(body).map_err(|e| EntryError::Decode(e.to_string()))?;
         if used != body.len() {
             return Err(EntryError::Trailing(body.len() - used));
         }
@@ -332,12 +331,13 @@ pub struct CacheCounters {
 }
 
 impl CacheCounters {
+    /// Saturating: `stats.json` is user-editable, so a stored count may be near `u64::MAX`.
     fn add(self, o: CacheCounters) -> CacheCounters {
         CacheCounters {
-            hits: self.hits + o.hits,
-            misses: self.misses + o.misses,
-            corrupt_discarded: self.corrupt_discarded + o.corrupt_discarded,
-            write_failures: self.write_failures + o.write_failures,
+            hits: self.hits.saturating_add(o.hits),
+            misses: self.misses.saturating_add(o.misses),
+            corrupt_discarded: self.corrupt_discarded.saturating_add(o.corrupt_discarded),
+            write_failures: self.write_failures.saturating_add(o.write_failures),
         }
     }
     fn sub(self, o: CacheCounters) -> CacheCounters {
@@ -841,6 +841,46 @@ mod tests {
 
     fn entry_file(cache: &KernelCache, src: &KernelSource, arch: Arch) -> PathBuf {
         cache.entry_path(&cache_key(src, arch).unwrap())
+    }
+
+    #[test]
+    fn counters_saturate_instead_of_overflowing() {
+        // stats.json is a plain file: a count near u64::MAX must not panic in stats() or Drop.
+        let full = CacheCounters {
+            hits: u64::MAX,
+            misses: u64::MAX - 1,
+            corrupt_discarded: u64::MAX,
+            write_failures: 7,
+        };
+        let one = CacheCounters {
+            hits: 1,
+            misses: 5,
+            corrupt_discarded: 1,
+            write_failures: 1,
+        };
+        let sum = full.add(one);
+        assert_eq!(
+            (
+                sum.hits,
+                sum.misses,
+                sum.corrupt_discarded,
+                sum.write_failures
+            ),
+            (u64::MAX, u64::MAX, u64::MAX, 8)
+        );
+    }
+
+    #[test]
+    fn a_well_framed_entry_declaring_a_huge_string_is_a_decode_error_not_an_abort() {
+        // The 32-byte key, then the entry name claiming 2^44 bytes.
+        let mut body = vec![0u8; 32];
+        body.extend_from_slice(&crate::aot::fsio::tests::huge_string_prefix());
+        let bytes = fsio::frame(&ENTRY_MAGIC, ENTRY_FORMAT_VERSION, &body);
+        assert!(
+            matches!(CacheEntry::decode(&bytes), Err(EntryError::Decode(_))),
+            "{:?}",
+            CacheEntry::decode(&bytes).map(|e| e.entry)
+        );
     }
 
     #[test]

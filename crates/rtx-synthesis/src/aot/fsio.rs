@@ -1,6 +1,6 @@
 //! Crash- and race-safe file helpers shared by the kernel cache, bundles and the profile store:
 //! atomic replacement (temp file in the same folder + fsync + rename), a versioned, checksummed
-//! frame around a body, and the platform cache root.
+//! frame around a body, a size-limited decoder for bodies, and the platform cache root.
 //!
 //! Frame layout (all integers little-endian), [`HEADER_LEN`] bytes then the body:
 //!
@@ -63,6 +63,21 @@ pub enum FrameError {
     /// The body's blake3 does not match the header.
     #[error("body checksum mismatch")]
     Checksum,
+}
+
+/// Most bytes one body's strings and byte buffers may claim while decoding. bincode allocates a
+/// declared length before reading it, so without a limit a well-framed file declaring a 2^44-byte
+/// string aborts the process instead of failing to decode. A valid body claims at most its own
+/// length (every string and byte buffer is stored inline), far below this.
+pub const DECODE_LIMIT: usize = 1 << 30;
+
+/// Decodes a bincode body (standard config, at most [`DECODE_LIMIT`] bytes claimed); returns the
+/// value and the number of body bytes it used (callers reject trailing bytes).
+pub fn decode_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+) -> Result<(T, usize), bincode::error::DecodeError> {
+    let config = bincode::config::standard().with_limit::<DECODE_LIMIT>();
+    bincode::serde::decode_from_slice(body, config)
 }
 
 /// Wraps `body` in a header with `magic`, `version`, its length and blake3.
@@ -221,10 +236,33 @@ pub fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const MAGIC: &[u8; 8] = b"RTXTEST\0";
+
+    /// A body declaring a 2^44-byte string (bincode's varint: marker 253, then a u64).
+    pub(crate) fn huge_string_prefix() -> Vec<u8> {
+        let mut b = vec![253u8];
+        b.extend_from_slice(&(1u64 << 44).to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn decode_body_refuses_a_huge_declared_length_without_allocating_it() {
+        // Without the limit this allocates 16 TiB and aborts the test process.
+        let r = decode_body::<String>(&huge_string_prefix());
+        assert!(
+            matches!(r, Err(bincode::error::DecodeError::LimitExceeded)),
+            "{r:?}"
+        );
+        let mut ok = vec![5u8];
+        ok.extend_from_slice(b"hello");
+        assert_eq!(
+            decode_body::<String>(&ok).unwrap(),
+            ("hello".to_string(), 6)
+        );
+    }
 
     #[test]
     fn frame_round_trips_and_rejects_damage() {

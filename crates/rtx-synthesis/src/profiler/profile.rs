@@ -138,8 +138,7 @@ impl DeviceProfile {
     pub fn decode(bytes: &[u8]) -> Result<DeviceProfile, ProfileError> {
         let body = fsio::unframe(&PROFILE_MAGIC, PROFILE_FORMAT_VERSION, bytes)?;
         let (mut p, used): (DeviceProfile, usize) =
-            bincode::serde::decode_from_slice(body, bincode::config::standard())
-                .map_err(|e| ProfileError::Decode(e.to_string()))?;
+            fsio::decode_body(body).map_err(|e| ProfileError::Decode(e.to_string()))?;
         if used != body.len() {
             return Err(ProfileError::Decode(format!(
                 "{} trailing bytes",
@@ -310,6 +309,16 @@ mod tests {
             measured_at: 1_750_000_000,
             datasheet: hwdb::lookup("NVIDIA H200", (9, 0)).cloned(),
         }
+    }
+
+    #[test]
+    fn a_well_framed_profile_declaring_a_huge_name_is_a_decode_error_not_an_abort() {
+        // format_version (varint 1), then the device name claiming 2^44 bytes.
+        let mut body = vec![PROFILE_FORMAT_VERSION as u8];
+        body.extend_from_slice(&crate::aot::fsio::tests::huge_string_prefix());
+        let bytes = fsio::frame(&PROFILE_MAGIC, PROFILE_FORMAT_VERSION, &body);
+        let r = DeviceProfile::decode(&bytes);
+        assert!(matches!(r, Err(ProfileError::Decode(_))), "{r:?}");
     }
 
     #[test]

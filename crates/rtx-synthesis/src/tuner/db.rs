@@ -21,6 +21,7 @@
 use super::key::{DeviceKey, ProblemSignature, TuneKey};
 use super::measure::TimingStats;
 use super::tuner::TuneOutcome;
+use crate::aot::fsio;
 use crate::templates::{ConstraintViolation, Template};
 use crate::Arch;
 use fs4::fs_std::FileExt;
@@ -230,8 +231,7 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Vec<DbEntry>, DbError> {
         return Err(corrupt("checksum mismatch".into()));
     }
     let (b, used): (DbBody, usize) =
-        bincode::serde::decode_from_slice(body, bincode::config::standard())
-            .map_err(|e| corrupt(format!("undecodable body: {e}")))?;
+        fsio::decode_body(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
     if used != body.len() {
         return Err(corrupt(format!("{} trailing bytes", body.len() - used)));
     }
@@ -811,6 +811,25 @@ mod tests {
             &LookupPolicy::default(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_well_framed_body_declaring_a_huge_string_is_corrupt_not_an_abort() {
+        // One entry whose first string claims 2^44 bytes, under a valid header and checksum.
+        let mut body = vec![1u8];
+        body.extend_from_slice(&crate::aot::fsio::tests::huge_string_prefix());
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(blake3::hash(&body).as_bytes());
+        bytes.extend_from_slice(&body);
+        match decode(&bytes, Path::new("crafted.db")) {
+            Err(DbError::Corrupt { reason, .. }) => {
+                assert!(reason.contains("undecodable"), "{reason}")
+            }
+            other => panic!("expected Corrupt, got {other:?}"),
+        }
     }
 
     #[test]
