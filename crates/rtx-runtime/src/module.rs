@@ -35,7 +35,9 @@ impl ImageKind {
 const FATBIN_MAGIC: [u8; 4] = 0xBA55_ED50u32.to_le_bytes();
 
 /// Classifies an image and returns the bytes to hand to the driver (PTX NUL-terminated).
-/// Pure; rejects empty images, PTX with interior NUL bytes and text without `.version`.
+/// Pure; rejects empty images, PTX with interior NUL bytes, text without `.version`, and cubins or
+/// fatbins whose headers point past the end of the image (`cuModuleLoadData` takes no length and
+/// trusts them, so a truncated file would make the driver read past the buffer).
 pub fn prepare_image(image: &[u8]) -> Result<(ImageKind, Vec<u8>), RuntimeError> {
     let bad = |code: &str| RuntimeError::ModuleLoad {
         kind: "image",
@@ -46,9 +48,11 @@ pub fn prepare_image(image: &[u8]) -> Result<(ImageKind, Vec<u8>), RuntimeError>
         return Err(bad("empty image"));
     }
     if image.starts_with(b"\x7fELF") {
+        check_elf(image).map_err(|why| bad(&format!("malformed ELF cubin: {why}")))?;
         return Ok((ImageKind::Cubin, image.to_vec()));
     }
     if image.starts_with(&FATBIN_MAGIC) {
+        check_fatbin(image).map_err(|why| bad(&format!("malformed fatbin: {why}")))?;
         return Ok((ImageKind::Fatbin, image.to_vec()));
     }
     let text_len = image.iter().position(|&b| b == 0).unwrap_or(image.len());
@@ -66,6 +70,122 @@ pub fn prepare_image(image: &[u8]) -> Result<(ImageKind, Vec<u8>), RuntimeError>
     let mut v = text.to_vec();
     v.push(0);
     Ok((ImageKind::Ptx, v))
+}
+
+fn le_u16(b: &[u8], at: usize) -> u64 {
+    u16::from_le_bytes([b[at], b[at + 1]]) as u64
+}
+
+fn le_u32(b: &[u8], at: usize) -> u64 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes")) as u64
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Whether `[offset, offset + size)` lies inside an image of `len` bytes.
+fn within(offset: u64, size: u64, len: usize) -> bool {
+    offset
+        .checked_add(size)
+        .is_some_and(|end| end <= len as u64)
+}
+
+/// Bytes in an ELF64 header, and in one section header / program header.
+const ELF64_HEADER: usize = 64;
+const ELF64_SECTION_HEADER: u64 = 64;
+const ELF64_PROGRAM_HEADER: u64 = 56;
+/// `SHT_NOBITS`: a section that occupies no file bytes (`.bss`, `.nv.shared.*`).
+const SHT_NOBITS: u64 = 8;
+
+/// Checks that an ELF64 little-endian image holds its header, its section and program header
+/// tables, and every section and segment's file bytes.
+fn check_elf(image: &[u8]) -> Result<(), String> {
+    let len = image.len();
+    if len < ELF64_HEADER {
+        return Err(format!(
+            "{len} bytes, shorter than the {ELF64_HEADER}-byte ELF64 header"
+        ));
+    }
+    if image[4] != 2 || image[5] != 1 {
+        return Err(format!(
+            "class {} / data {}: not a 64-bit little-endian ELF",
+            image[4], image[5]
+        ));
+    }
+    let (phoff, phentsize, phnum) = (
+        le_u64(image, 0x20),
+        le_u16(image, 0x36),
+        le_u16(image, 0x38),
+    );
+    let (shoff, shentsize, shnum) = (
+        le_u64(image, 0x28),
+        le_u16(image, 0x3A),
+        le_u16(image, 0x3C),
+    );
+    if phnum > 0 && phentsize < ELF64_PROGRAM_HEADER {
+        return Err(format!("program header entries of {phentsize} bytes"));
+    }
+    if shnum > 0 && shentsize < ELF64_SECTION_HEADER {
+        return Err(format!("section header entries of {shentsize} bytes"));
+    }
+    if !within(phoff, phentsize * phnum, len) {
+        return Err(format!(
+            "program headers at {phoff} ({phnum} x {phentsize} bytes) run past the {len}-byte image"
+        ));
+    }
+    if !within(shoff, shentsize * shnum, len) {
+        return Err(format!(
+            "section headers at {shoff} ({shnum} x {shentsize} bytes) run past the {len}-byte image"
+        ));
+    }
+    for i in 0..shnum {
+        let h = (shoff + i * shentsize) as usize;
+        let (kind, offset, size) = (
+            le_u32(image, h + 4),
+            le_u64(image, h + 0x18),
+            le_u64(image, h + 0x20),
+        );
+        if kind != SHT_NOBITS && !within(offset, size, len) {
+            return Err(format!(
+                "section {i} ({size} bytes at {offset}) runs past the {len}-byte image"
+            ));
+        }
+    }
+    for i in 0..phnum {
+        let h = (phoff + i * phentsize) as usize;
+        let (offset, size) = (le_u64(image, h + 8), le_u64(image, h + 0x20));
+        if !within(offset, size, len) {
+            return Err(format!(
+                "segment {i} ({size} bytes at {offset}) runs past the {len}-byte image"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Bytes in a fatbin's outer header: magic `u32`, version `u16`, header size `u16`, payload size
+/// `u64`.
+const FATBIN_HEADER: usize = 16;
+
+/// Checks that a fatbin image holds its outer header and the payload that header declares.
+fn check_fatbin(image: &[u8]) -> Result<(), String> {
+    let len = image.len();
+    if len < FATBIN_HEADER {
+        return Err(format!(
+            "{len} bytes, shorter than the {FATBIN_HEADER}-byte header"
+        ));
+    }
+    let (header, payload) = (le_u16(image, 6), le_u64(image, 8));
+    if header < FATBIN_HEADER as u64 {
+        return Err(format!("header size {header}, below {FATBIN_HEADER}"));
+    }
+    if !within(header, payload, len) {
+        return Err(format!(
+            "{payload}-byte payload after a {header}-byte header runs past the {len}-byte image"
+        ));
+    }
+    Ok(())
 }
 
 struct ModuleInner {
@@ -328,15 +448,73 @@ impl Function {
 mod tests {
     use super::*;
 
+    /// A minimal ELF64 little-endian image: header, then one 64-byte section header per
+    /// `(type, offset, size)`, then 16 bytes of section data.
+    fn elf(sections: &[(u32, u64, u64)]) -> Vec<u8> {
+        let mut b = vec![0u8; ELF64_HEADER];
+        b[..4].copy_from_slice(b"\x7fELF");
+        b[4] = 2;
+        b[5] = 1;
+        if !sections.is_empty() {
+            b[0x28..0x30].copy_from_slice(&(ELF64_HEADER as u64).to_le_bytes());
+            b[0x3A..0x3C].copy_from_slice(&64u16.to_le_bytes());
+            b[0x3C..0x3E].copy_from_slice(&(sections.len() as u16).to_le_bytes());
+        }
+        for &(kind, offset, size) in sections {
+            let mut h = vec![0u8; 64];
+            h[4..8].copy_from_slice(&kind.to_le_bytes());
+            h[0x18..0x20].copy_from_slice(&offset.to_le_bytes());
+            h[0x20..0x28].copy_from_slice(&size.to_le_bytes());
+            b.extend_from_slice(&h);
+        }
+        b.extend_from_slice(&[0u8; 16]);
+        b
+    }
+
+    /// A fatbin outer header declaring a `declared`-byte payload, followed by `actual` bytes.
+    fn fatbin(declared: u64, actual: usize) -> Vec<u8> {
+        let mut b = FATBIN_MAGIC.to_vec();
+        b.extend_from_slice(&1u16.to_le_bytes());
+        b.extend_from_slice(&(FATBIN_HEADER as u16).to_le_bytes());
+        b.extend_from_slice(&declared.to_le_bytes());
+        b.extend(std::iter::repeat_n(0u8, actual));
+        b
+    }
+
+    #[test]
+    fn refuses_cubins_and_fatbins_whose_headers_point_past_the_end() {
+        // Section data inside the image, and a NOBITS section (no file bytes) of any size.
+        let ok = elf(&[(1, 128, 16), (SHT_NOBITS as u32, 0, 1 << 40)]);
+        assert_eq!(prepare_image(&ok).unwrap().0, ImageKind::Cubin);
+        let past_end = elf(&[(1, 128, 17)]);
+        let truncated = &ok[..ok.len() - 20];
+        let mut bad_table = elf(&[(1, 128, 16)]);
+        bad_table[0x28..0x30].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+        let mut big_endian = elf(&[]);
+        big_endian[5] = 2;
+        let cases: [(&[u8], &str); 7] = [
+            (b"\x7fELF\x02\x01", "shorter than"),
+            (&past_end, "section 0"),
+            (truncated, "section headers"),
+            (&bad_table, "section headers"),
+            (&big_endian, "little-endian"),
+            (&fatbin(64, 63), "payload"),
+            (&fatbin(8, 0)[..12], "shorter than"),
+        ];
+        for (image, why) in cases {
+            match prepare_image(image) {
+                Err(RuntimeError::ModuleLoad { code, .. }) => {
+                    assert!(code.contains(why), "expected `{why}` in `{code}`")
+                }
+                other => panic!("{why}: expected ModuleLoad, got {other:?}"),
+            }
+        }
+    }
+
     #[test]
     fn classifies_images() {
-        assert_eq!(
-            prepare_image(b"\x7fELF\x02\x01").unwrap().0,
-            ImageKind::Cubin
-        );
-        let mut fat = FATBIN_MAGIC.to_vec();
-        fat.extend_from_slice(&[1, 0, 0, 0]);
-        assert_eq!(prepare_image(&fat).unwrap().0, ImageKind::Fatbin);
+        assert_eq!(prepare_image(&elf(&[])).unwrap().0, ImageKind::Cubin);
+        assert_eq!(prepare_image(&fatbin(8, 8)).unwrap().0, ImageKind::Fatbin);
         let (k, v) = prepare_image(b".version 8.0\n.target sm_90\n").unwrap();
         assert_eq!(k, ImageKind::Ptx);
         assert_eq!(*v.last().unwrap(), 0);

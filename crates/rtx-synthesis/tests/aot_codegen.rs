@@ -49,7 +49,8 @@ fn codegen_bundle_serves_every_kernel_without_nvrtc() {
         let cubin = bundle
             .get_source(&k.source, k.arch)
             .unwrap_or_else(|| panic!("{} ({}) is not in the bundle", k.source.entry, k.arch));
-        assert_eq!(&cubin[..4], b"\x7fELF");
+        let (kind, _) = rtx_runtime::prepare_image(cubin).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(kind, rtx_runtime::ImageKind::Cubin);
         let e = bundle.entry(&k.source.entry, k.arch).unwrap();
         assert_eq!(e.template, k.source.template);
     }

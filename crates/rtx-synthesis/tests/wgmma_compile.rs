@@ -65,7 +65,8 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
         Ok(o) => o,
         Err(e) => panic!("{e}"),
     };
-    assert_eq!(&out.cubin[..4], b"\x7fELF");
+    let (kind, _) = rtx_runtime::prepare_image(&out.cubin).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(kind, rtx_runtime::ImageKind::Cubin);
     let log = &out.log;
     if std::env::var_os("RTX_SHOW_PTXAS").is_some() {
         eprintln!("{}\n{log}", src.entry);
