@@ -3,8 +3,8 @@
 //! [`DeviceSlice`] / [`DeviceSliceMut`] name a tensor inside a [`DeviceBuffer`] (optionally at a
 //! byte offset, e.g. to exercise the unaligned path); the borrow checker keeps outputs from
 //! aliasing inputs. Every launch validates the problem, checks the argument count and that each
-//! buffer holds the bytes the kernel will touch before anything reaches the driver. Row
-//! reductions reuse these types (see `reduce::launch`).
+//! buffer lives on the stream's device and holds the bytes the kernel will touch before anything
+//! reaches the driver. Row reductions reuse these types (see `reduce::launch`).
 
 use super::config::ElementwiseConfig;
 use super::problem::ElementwiseProblem;
@@ -284,7 +284,8 @@ impl ElementwiseKernel {
 /// `config`, at any shape with the same index width) over `problem`'s shape on `stream`,
 /// without synchronizing: first validates the problem ([`ElementwiseProblem::validate`]: shape
 /// and tensor sizes) and the one-shot grid ([`ElementwiseTemplate::check_grid`]), and checks the
-/// tensor counts and that every buffer holds the bytes the kernel touches.
+/// tensor counts, that every buffer lives on `stream`'s device and holds the bytes the kernel
+/// touches.
 pub fn enqueue_elementwise(
     function: &Function,
     problem: &ElementwiseProblem,
@@ -322,6 +323,8 @@ pub fn enqueue_elementwise(
             reason: e.to_string(),
         };
         for (i, s) in inputs.iter().enumerate() {
+            s.buf
+                .check_on_stream_device(stream, "enqueue_elementwise")?;
             need(
                 format!("input {i}"),
                 problem.input_bytes(i).map_err(shape_err)?,
@@ -330,6 +333,8 @@ pub fn enqueue_elementwise(
             args.u64(s.ptr());
         }
         for (o, s) in outputs.iter().enumerate() {
+            s.buf
+                .check_on_stream_device(stream, "enqueue_elementwise")?;
             need(
                 format!("output {o}"),
                 problem.output_bytes(o).map_err(shape_err)?,
