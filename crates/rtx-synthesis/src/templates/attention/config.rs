@@ -19,9 +19,10 @@ pub struct AttentionConfig {
 }
 
 impl AttentionConfig {
-    /// Threads per block.
+    /// Threads per block (saturating at `u32::MAX` for configs far outside the space, which
+    /// `check` rejects before any other arithmetic).
     pub fn threads(&self) -> u32 {
-        self.warps * 32
+        self.warps.saturating_mul(32)
     }
 
     /// Query rows each warp owns.
@@ -40,25 +41,31 @@ impl AttentionConfig {
         self.m_tiles_per_warp() == 1
     }
 
-    /// Dynamic shared memory in bytes for 16-bit elements: the Q tile plus `stages` K and V tiles.
+    /// Dynamic shared memory in bytes for 16-bit elements: the Q tile plus `stages` K and V tiles
+    /// (saturating at `u32::MAX`).
     pub fn smem_bytes(&self) -> u32 {
-        (self.block_m + 2 * self.stages * self.block_n) * self.head_dim * 2
+        let rows = (2 * self.stages as u64)
+            .saturating_mul(self.block_n as u64)
+            .saturating_add(self.block_m as u64);
+        let bytes = rows.saturating_mul(self.head_dim as u64 * 2);
+        bytes.min(u32::MAX as u64) as u32
     }
 
     /// Estimated registers per thread: O, S and (when kept) Q fragments plus a fixed overhead
     /// (addresses, softmax state, fragments in flight), 48 more with one stage, whose K copy is
     /// issued while P is live (fitted to ptxas on sm_80 / sm_90a / sm_120: every config whose
     /// estimate is at most 255 compiles without spills, see `tests/attention_compile.rs`).
+    /// Saturates at `u32::MAX` for configs far outside the space.
     pub fn estimated_registers(&self) -> u32 {
-        let mt = self.m_tiles_per_warp();
-        let o = mt * self.head_dim / 2;
-        let s = mt * self.block_n / 2;
+        let mt = self.m_tiles_per_warp() as u64;
+        let o = mt * self.head_dim as u64 / 2;
+        let s = mt * self.block_n as u64 / 2;
         let q = if self.q_in_registers() {
-            self.head_dim / 4
+            self.head_dim as u64 / 4
         } else {
             mt * 4
         };
         let overhead = if self.stages == 1 { 96 } else { 48 };
-        o + s + q + overhead
+        (o + s + q + overhead).min(u32::MAX as u64) as u32
     }
 }

@@ -276,6 +276,7 @@ impl Template for AttentionTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn problems() -> Vec<AttentionProblem> {
         let mut v = Vec::new();
@@ -383,6 +384,36 @@ mod tests {
                 assert!(d.grid[0] as u64 * c.block_m as u64 >= p.seq_q as u64);
                 assert_eq!((d.grid[1], d.grid[2]), (p.heads, p.batch));
                 assert!(d.dynamic_smem <= Arch::Sm90a.max_smem_per_block_optin());
+            }
+        }
+    }
+
+    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
+    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
+        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
+    }
+
+    proptest! {
+        /// Any config fields: `check`, `launch` and `complexity` answer without panicking (the
+        /// launch shape's threads and shared memory used to overflow for huge fields).
+        #[test]
+        fn check_and_launch_never_panic(
+            head_dim in field(&[64, 128]),
+            block_m in field(&BLOCK_M),
+            block_n in field(&BLOCK_N),
+            warps in field(&WARPS),
+            stages in field(&STAGES),
+            arch in proptest::sample::select(vec![Arch::Sm80, Arch::Sm90a, Arch::Sm120]),
+        ) {
+            let t = AttentionTemplate;
+            let p = AttentionProblem::new(2, 4, 1000, 128, false, DType::Bf16);
+            let c = AttentionConfig { head_dim, block_m, block_n, warps, stages };
+            let d = t.launch(&p, &c);
+            let _ = t.complexity(&c);
+            let _ = c.estimated_registers();
+            if t.check(&p, &c, arch).is_ok() {
+                prop_assert_eq!(d.block[0], c.warps * 32);
+                prop_assert!(d.dynamic_smem <= arch.max_smem_per_block_optin());
             }
         }
     }

@@ -235,9 +235,9 @@ pub fn max_threads_per_sm(arch: Arch) -> u32 {
 /// higher occupancy target nor hoards registers.
 pub fn min_blocks_per_sm(threads: u32, est_registers: u32, arch: Arch) -> u32 {
     let threads = threads.max(32);
-    let by_regs = 65536 / (threads * est_registers.max(1));
-    let by_threads = max_threads_per_sm(arch) / threads;
-    by_regs.min(by_threads).clamp(1, 16)
+    let by_regs = 65536 / (threads as u64 * est_registers.max(1) as u64);
+    let by_threads = (max_threads_per_sm(arch) / threads) as u64;
+    by_regs.min(by_threads).clamp(1, 16) as u32
 }
 
 /// Alignment in bytes the vector path needs for a tensor of `dtype` accessed `vec` elements

@@ -38,10 +38,11 @@ pub enum Broadcast {
 }
 
 impl Broadcast {
-    /// Elements the input buffer must hold for a `rows x cols` space.
+    /// Elements the input buffer must hold for a `rows x cols` space (saturating at
+    /// `u64::MAX`, which no `u32 x u32` space reaches).
     pub fn elems(self, rows: u64, cols: u64) -> u64 {
         match self {
-            Broadcast::Full => rows * cols,
+            Broadcast::Full => rows.saturating_mul(cols),
             Broadcast::Row => cols,
             Broadcast::Col => rows,
             Broadcast::Scalar => 1,

@@ -2,9 +2,9 @@
 //!
 //! [`DeviceSlice`] / [`DeviceSliceMut`] name a tensor inside a [`DeviceBuffer`] (optionally at a
 //! byte offset, e.g. to exercise the unaligned path); the borrow checker keeps outputs from
-//! aliasing inputs. Every launch checks the argument count and that each buffer holds the bytes
-//! the kernel will touch before anything reaches the driver. Row reductions reuse these types
-//! (see `reduce::launch`).
+//! aliasing inputs. Every launch validates the problem, checks the argument count and that each
+//! buffer lives on the stream's device and holds the bytes the kernel will touch before anything
+//! reaches the driver. Row reductions reuse these types (see `reduce::launch`).
 
 use super::config::ElementwiseConfig;
 use super::problem::ElementwiseProblem;
@@ -282,8 +282,10 @@ impl ElementwiseKernel {
 
 /// Launches `function` (compiled from [`ElementwiseTemplate::emit`] for `problem`'s graph and
 /// `config`, at any shape with the same index width) over `problem`'s shape on `stream`,
-/// without synchronizing: checks the tensor counts and that every buffer holds the bytes the
-/// kernel touches first.
+/// without synchronizing: first validates the problem ([`ElementwiseProblem::validate`]: shape
+/// and tensor sizes) and the one-shot grid ([`ElementwiseTemplate::check_grid`]), and checks the
+/// tensor counts, that every buffer lives on `stream`'s device and holds the bytes the kernel
+/// touches.
 pub fn enqueue_elementwise(
     function: &Function,
     problem: &ElementwiseProblem,
@@ -294,6 +296,12 @@ pub fn enqueue_elementwise(
 ) -> Result<(), LaunchError> {
     {
         let g = &problem.graph;
+        problem.validate().map_err(|e| LaunchError::Shape {
+            rows: problem.rows,
+            cols: problem.cols,
+            reason: e.to_string(),
+        })?;
+        ElementwiseTemplate.check_grid(problem, config)?;
         if inputs.len() != g.inputs.len() {
             return Err(LaunchError::Arity {
                 what: "inputs",
@@ -309,18 +317,27 @@ pub fn enqueue_elementwise(
             });
         }
         let mut args = KernelArgs::new();
-        for (i, (spec, s)) in g.inputs.iter().zip(inputs).enumerate() {
+        let shape_err = |e: super::problem::ElementwiseProblemError| LaunchError::Shape {
+            rows: problem.rows,
+            cols: problem.cols,
+            reason: e.to_string(),
+        };
+        for (i, s) in inputs.iter().enumerate() {
+            s.buf
+                .check_on_stream_device(stream, "enqueue_elementwise")?;
             need(
                 format!("input {i}"),
-                problem.input_elems(i) * spec.dtype.size_bytes() as u64,
+                problem.input_bytes(i).map_err(shape_err)?,
                 s.bytes(),
             )?;
             args.u64(s.ptr());
         }
-        for (o, (spec, s)) in g.outputs.iter().zip(outputs.iter()).enumerate() {
+        for (o, s) in outputs.iter().enumerate() {
+            s.buf
+                .check_on_stream_device(stream, "enqueue_elementwise")?;
             need(
                 format!("output {o}"),
-                problem.elems() * spec.dtype.size_bytes() as u64,
+                problem.output_bytes(o).map_err(shape_err)?,
                 s.bytes(),
             )?;
             args.u64(s.ptr());

@@ -28,6 +28,9 @@ pub struct ElementwiseTemplate;
 /// Registers per thread ptxas needs beyond the cached values (indices, pointers, temporaries).
 const REGISTER_OVERHEAD: u32 = 32;
 
+/// Largest `gridDim.x` of a launch (2^31 - 1).
+pub const MAX_GRID_X: u64 = i32::MAX as u64;
+
 /// The SM count grid-stride grid sizes are seeded from: the architecture's reference card in the
 /// hardware database ([`reference_sm_count`]), else 80 (a mid-size card) for one with none.
 fn typical_sm_count(arch: Arch) -> u32 {
@@ -93,26 +96,63 @@ impl ElementwiseTemplate {
     /// 32-bit registers each thread keeps live across a tile: every load of the tile is in
     /// flight at once in its storage form (a 16-byte access of 16-bit values is 4 registers, not
     /// 8: the widening to f32 happens at the use), plus the `vec` f32 results per output.
+    /// Saturates at `u32::MAX` for configs far outside the space.
     pub fn live_floats(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
-        let vec_words: u32 = problem
+        let vec = config.vec as u64;
+        let vec_words: u64 = problem
             .graph
             .inputs
             .iter()
             .filter(|i| matches!(i.broadcast, Broadcast::Full | Broadcast::Row))
-            .map(|i| (config.vec * i.dtype.size_bytes() as u32).div_ceil(4))
+            .map(|i| (vec * i.dtype.size_bytes() as u64).div_ceil(4))
             .sum();
         let col_inputs = problem
             .graph
             .inputs
             .iter()
             .filter(|i| i.broadcast == Broadcast::Col)
-            .count() as u32;
-        config.unroll * (vec_words + col_inputs) + config.vec * problem.graph.outputs.len() as u32
+            .count() as u64;
+        let live = (config.unroll as u64)
+            .saturating_mul(vec_words + col_inputs)
+            .saturating_add(vec * problem.graph.outputs.len() as u64);
+        live.min(u32::MAX as u64) as u32
     }
 
-    /// Estimated registers per thread (live floats plus overhead, rounded up to 8).
+    /// Estimated registers per thread (live floats plus overhead, rounded up to 8; saturating).
     pub fn estimated_registers(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u32 {
-        (Self::live_floats(problem, config) + REGISTER_OVERHEAD).div_ceil(8) * 8
+        let regs =
+            (Self::live_floats(problem, config) as u64 + REGISTER_OVERHEAD as u64).div_ceil(8) * 8;
+        regs.min(u32::MAX as u64) as u32
+    }
+
+    /// Blocks a [`GridMode::OneShot`] launch needs: one per tile of `threads * unroll` chunks
+    /// of `vec` elements (at least 1).
+    pub fn one_shot_blocks(problem: &ElementwiseProblem, config: &ElementwiseConfig) -> u64 {
+        let chunks = problem.elems().div_ceil(config.vec.max(1) as u64);
+        chunks.div_ceil(config.tile_chunks().max(1)).max(1)
+    }
+
+    /// The shape-dependent part of the config check: a [`GridMode::OneShot`] config needs one
+    /// block per tile, and its vector path does not loop, so a grid beyond [`MAX_GRID_X`] would
+    /// leave tiles unwritten. Launches run it for their run-time shape.
+    pub fn check_grid(
+        &self,
+        problem: &ElementwiseProblem,
+        config: &ElementwiseConfig,
+    ) -> Result<(), ConstraintViolation> {
+        if config.grid == GridMode::OneShot {
+            let blocks = Self::one_shot_blocks(problem, config);
+            if blocks > MAX_GRID_X {
+                return Err(self.violation(
+                    config,
+                    format!(
+                        "one-shot grid of {blocks} blocks for {} x {} exceeds the gridDim.x limit {MAX_GRID_X} (use a grid-stride config)",
+                        problem.rows, problem.cols
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The `minBlocksPerSM` of `__launch_bounds__` (see [`super::device::min_blocks_per_sm`]).
@@ -472,34 +512,44 @@ impl Template for ElementwiseTemplate {
                 ));
             }
         }
-        Ok(())
+        self.check_grid(problem, config)
     }
 
-    fn default_config(&self, problem: &ElementwiseProblem, _arch: Arch) -> ElementwiseConfig {
+    /// Widest vector and two 16-byte chunks per stream in flight, 256 threads, one-shot (a
+    /// grid-stride grid of 4 blocks per SM when the one-shot grid would exceed `gridDim.x`).
+    fn default_config(&self, problem: &ElementwiseProblem, arch: Arch) -> ElementwiseConfig {
         let sizes = problem.vector_tensor_sizes();
         let narrow = sizes.iter().copied().min().unwrap_or(4).max(1) as u32;
         let wide = sizes.iter().copied().max().unwrap_or(4).max(1) as u32;
         let mut vec = (16 / narrow).min(32 / wide).clamp(1, 8);
         // Two 16-byte chunks per stream in flight per thread (one for 32-byte chunks).
         let mut unroll = (32 / (vec * narrow)).clamp(1, 8);
-        let mut cfg = ElementwiseConfig {
-            vec,
-            threads: 256,
-            unroll,
-            grid: GridMode::OneShot,
-        };
-        while self.check(problem, &cfg, Arch::Sm90a).is_err() && (cfg.unroll > 1 || cfg.vec > 1) {
-            if unroll > 1 {
-                unroll /= 2;
-            } else {
-                vec /= 2;
-            }
-            cfg = ElementwiseConfig {
+        let make = |vec: u32, unroll: u32| {
+            let one_shot = ElementwiseConfig {
                 vec,
                 threads: 256,
                 unroll,
                 grid: GridMode::OneShot,
             };
+            if Self::one_shot_blocks(problem, &one_shot) <= MAX_GRID_X {
+                one_shot
+            } else {
+                ElementwiseConfig {
+                    grid: GridMode::Stride {
+                        blocks: typical_sm_count(arch) * 4,
+                    },
+                    ..one_shot
+                }
+            }
+        };
+        let mut cfg = make(vec, unroll);
+        while self.check(problem, &cfg, arch).is_err() && (cfg.unroll > 1 || cfg.vec > 1) {
+            if unroll > 1 {
+                unroll /= 2;
+            } else {
+                vec /= 2;
+            }
+            cfg = make(vec, unroll);
         }
         cfg
     }
@@ -555,15 +605,13 @@ impl Template for ElementwiseTemplate {
     }
 
     fn launch(&self, problem: &ElementwiseProblem, config: &ElementwiseConfig) -> LaunchDims {
-        let vec = config.vec.max(1) as u64;
-        let chunks = problem.elems().div_ceil(vec);
-        let tiles = chunks.div_ceil(config.tile_chunks().max(1)).max(1);
+        let tiles = Self::one_shot_blocks(problem, config);
         let blocks = match config.grid {
             GridMode::OneShot => tiles,
             GridMode::Stride { blocks } => tiles.min(blocks.max(1) as u64),
         };
         LaunchDims {
-            grid: [blocks.min(i32::MAX as u64) as u32, 1, 1],
+            grid: [blocks.min(MAX_GRID_X) as u32, 1, 1],
             block: [config.threads, 1, 1],
             dynamic_smem: 0,
         }
@@ -582,6 +630,7 @@ impl Template for ElementwiseTemplate {
 mod tests {
     use super::super::expr::{Broadcast, GraphBuilder};
     use super::*;
+    use proptest::prelude::*;
 
     fn bias_gelu(dtype: DType, rows: u32, cols: u32) -> ElementwiseProblem {
         let mut b = GraphBuilder::new();
@@ -675,6 +724,86 @@ mod tests {
             .unwrap()
             .code
             .contains("typedef unsigned long long rtx_idx;"));
+    }
+
+    #[test]
+    fn check_rejects_a_shape_whose_tensor_bytes_wrap() {
+        // f16 (2^32 - 1) x (2^31 + 1): the output's ~2^64 bytes used to wrap to ~4 GiB.
+        let t = ElementwiseTemplate;
+        let p = bias_gelu(DType::F16, u32::MAX, (1 << 31) + 1);
+        let c = t.default_config(&p, Arch::Sm90a);
+        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err();
+        assert!(e.reason.contains("2^62 bytes"), "{e}");
+    }
+
+    #[test]
+    fn one_shot_grid_beyond_grid_dim_x_is_rejected() {
+        // 2^20 x 2^18 f32 elements in tiles of 32 threads x 2 elements: 2^32 one-shot blocks,
+        // whose vector path (no loop) would skip every tile past gridDim.x = 2^31 - 1.
+        let t = ElementwiseTemplate;
+        let p = bias_gelu(DType::F32, 1 << 20, 1 << 18);
+        let one_shot = ElementwiseConfig {
+            vec: 2,
+            threads: 32,
+            unroll: 1,
+            grid: GridMode::OneShot,
+        };
+        assert_eq!(ElementwiseTemplate::one_shot_blocks(&p, &one_shot), 1 << 32);
+        let e = t.check(&p, &one_shot, Arch::Sm90a).unwrap_err();
+        assert!(e.reason.contains("gridDim.x"), "{e}");
+        let stride = ElementwiseConfig {
+            grid: GridMode::Stride { blocks: 1024 },
+            ..one_shot
+        };
+        assert!(t.check(&p, &stride, Arch::Sm90a).is_ok());
+        // Just inside the limit: 2^31 - 1 tiles of 64 elements.
+        let edge = bias_gelu(DType::F32, (1 << 31) - 1, 64);
+        assert!(t.check(&edge, &one_shot, Arch::Sm90a).is_ok());
+        assert_eq!(t.launch(&edge, &one_shot).grid[0], i32::MAX as u32);
+        // The default config of a space that large is a grid-stride one, and valid.
+        let huge = bias_gelu(DType::F32, 1 << 31, 1 << 28);
+        let d = t.default_config(&huge, Arch::Sm90a);
+        assert!(matches!(d.grid, GridMode::Stride { .. }), "{d:?}");
+        t.check(&huge, &d, Arch::Sm90a).unwrap();
+    }
+
+    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
+    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
+        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
+    }
+
+    proptest! {
+        /// Any shape and config fields: `check` answers without panicking, and an accepted one
+        /// has byte sizes that fit and a launch grid that covers the space (one-shot) or stays
+        /// within its block count (grid-stride).
+        #[test]
+        fn check_never_panics_and_accepted_launches_cover_the_space(
+            rows in prop_oneof![any::<u32>(), 1u32..4096],
+            cols in prop_oneof![any::<u32>(), 1u32..4096],
+            vec in field(&[1, 2, 4, 8]),
+            threads in field(&[32, 128, 256, 1024]),
+            unroll in field(&[1, 2, 4, 8]),
+            blocks in proptest::option::of(field(&[1, 264, 1056])),
+            dtype in proptest::sample::select(vec![DType::F32, DType::F16, DType::Bf16]),
+        ) {
+            let t = ElementwiseTemplate;
+            let p = bias_gelu(dtype, rows, cols);
+            let grid = blocks.map_or(GridMode::OneShot, |blocks| GridMode::Stride { blocks });
+            let c = ElementwiseConfig { vec, threads, unroll, grid };
+            let _ = t.complexity(&c);
+            let _ = t.launch(&p, &c);
+            let _ = p.bytes_moved();
+            if t.check(&p, &c, Arch::Sm90a).is_ok() {
+                prop_assert!(p.output_bytes(0).is_ok() && p.input_bytes(0).is_ok());
+                let d = t.launch(&p, &c);
+                match c.grid {
+                    GridMode::OneShot => prop_assert!(
+                        d.grid[0] as u64 * c.tile_chunks() * c.vec as u64 >= p.elems()
+                    ),
+                    GridMode::Stride { blocks } => prop_assert!(d.grid[0] <= blocks),
+                }
+            }
+        }
     }
 
     #[test]

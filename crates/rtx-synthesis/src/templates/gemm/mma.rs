@@ -687,7 +687,14 @@ impl Template for MmaGemm {
                 config.split_k,
                 problem.batch,
             ],
-            block: [config.warps_m * config.warps_n * 32, 1, 1],
+            block: [
+                config
+                    .warps_m
+                    .saturating_mul(config.warps_n)
+                    .saturating_mul(32),
+                1,
+                1,
+            ],
             dynamic_smem: smem,
         }
     }

@@ -467,7 +467,7 @@ impl Template for SimtGemm {
     }
 
     fn launch(&self, problem: &GemmProblem, config: &SimtConfig) -> LaunchDims {
-        let threads = (config.bm / config.tm.max(1)) * (config.bn / config.tn.max(1));
+        let threads = (config.bm / config.tm.max(1)).saturating_mul(config.bn / config.tn.max(1));
         let smem = SimtGeometry::new(problem, config).map_or(0, |g| g.smem_bytes as u32);
         LaunchDims {
             grid: [

@@ -147,7 +147,7 @@ pub fn tile_count(p: &GemmProblem, bm: u32, bn: u32) -> u64 {
 
 impl SimtGeometry {
     /// Derives the geometry; `None` when the config is structurally impossible
-    /// (zero or non-dividing sizes), which `check` reports in words.
+    /// (zero or non-dividing sizes, or sizes that overflow), which `check` reports in words.
     pub fn new(p: &GemmProblem, c: &SimtConfig) -> Option<Self> {
         if [c.bm, c.bn, c.bk, c.tm, c.tn, c.vec].contains(&0)
             || !c.bm.is_multiple_of(c.tm)
@@ -167,22 +167,26 @@ impl SimtGeometry {
         // Both pipelines store both tiles K-major ([k][mn]); a K-contiguous operand is
         // transposed on the way in and its rows padded by 4 floats against bank conflicts
         // (keeps the float4 fragment reads 16-byte aligned).
-        let lay = |mn: u32, kcontig: bool| -> (u32, u32) {
-            let ld = mn + if kcontig { 4 } else { 0 };
-            (ld, c.bk * ld)
+        let lay = |mn: u32, kcontig: bool| -> Option<(u32, u32)> {
+            let ld = mn.checked_add(if kcontig { 4 } else { 0 })?;
+            Some((ld, c.bk.checked_mul(ld)?))
         };
-        let (a_ld_s, a_stage) = lay(c.bm, a_kcontig);
-        let (b_ld_s, b_stage) = lay(c.bn, b_kcontig);
-        let smem_bytes = buffers as u64 * (a_stage as u64 + b_stage as u64) * 4;
+        let (a_ld_s, a_stage) = lay(c.bm, a_kcontig)?;
+        let (b_ld_s, b_stage) = lay(c.bn, b_kcontig)?;
+        let smem_bytes = (buffers as u64)
+            .checked_mul(a_stage as u64 + b_stage as u64)?
+            .checked_mul(4)?;
         let loads = |mn: u32| -> u64 {
             (mn as u64 * c.bk as u64 / c.vec as u64).div_ceil(threads.max(1) as u64)
         };
         let staging = if async_copy {
             0
         } else {
-            (loads(c.bm) + loads(c.bn)) * c.vec as u64
+            (loads(c.bm) + loads(c.bn)).checked_mul(c.vec as u64)?
         };
-        let est_regs = c.tm as u64 * c.tn as u64 + c.tm as u64 + c.tn as u64 + staging + 28;
+        let est_regs = (c.tm as u64 * c.tn as u64 + c.tm as u64 + c.tn as u64)
+            .checked_add(staging)?
+            .checked_add(28)?;
         Some(SimtGeometry {
             threads,
             threads_m,
@@ -213,7 +217,8 @@ pub fn mma_dtype_shape(d: DType) -> Option<(u32, u32, u32)> {
 }
 
 impl MmaGeometry {
-    /// Derives the geometry; `None` for a dtype without tensor-core support or zero/non-dividing sizes.
+    /// Derives the geometry; `None` for a dtype without tensor-core support or zero,
+    /// non-dividing or overflowing sizes.
     pub fn new(p: &GemmProblem, c: &MmaConfig) -> Option<Self> {
         let (elem, chunk, kmma) = mma_dtype_shape(p.dtype)?;
         if [c.bm, c.bn, c.bk, c.warps_m, c.warps_n].contains(&0)
@@ -229,22 +234,24 @@ impl MmaGeometry {
         let b_kcontig = p.layout_b == Layout::Col;
         // tf32 operands that are contiguous along M/N cannot use ldmatrix (.trans is 16-bit only):
         // they are read with scalar loads from rows padded to 8 words mod 32 (conflict-free).
-        let lay = |mn: u32, kcontig: bool| -> (bool, u32, u32) {
+        let lay = |mn: u32, kcontig: bool| -> Option<(bool, u32, u32)> {
             let (rows, cols) = if kcontig { (mn, c.bk) } else { (c.bk, mn) };
             let ldmatrix = kcontig || p.dtype != DType::Tf32;
             let swz = c.swizzle && ldmatrix;
             let ld = if swz {
                 cols
             } else if ldmatrix {
-                cols + chunk
+                cols.checked_add(chunk)?
             } else {
-                cols + 8
+                cols.checked_add(8)?
             };
-            (swz, ld, rows * ld)
+            Some((swz, ld, rows.checked_mul(ld)?))
         };
-        let (a_swizzle, a_ld_s, a_stage) = lay(c.bm, a_kcontig);
-        let (b_swizzle, b_ld_s, b_stage) = lay(c.bn, b_kcontig);
-        let smem_bytes = c.stages as u64 * (a_stage as u64 + b_stage as u64) * elem as u64;
+        let (a_swizzle, a_ld_s, a_stage) = lay(c.bm, a_kcontig)?;
+        let (b_swizzle, b_ld_s, b_stage) = lay(c.bn, b_kcontig)?;
+        let smem_bytes = (c.stages as u64)
+            .checked_mul(a_stage as u64 + b_stage as u64)?
+            .checked_mul(elem as u64)?;
         let acc = mi as u64 * ni as u64 * 4;
         let frags = mi as u64 * 4 + ni as u64 * 2;
         let est_regs = acc + frags + 48;
@@ -362,7 +369,8 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
             c.bm, c.bn, c.tm, c.tn
         ));
     }
-    if c.tm * c.tn > 128 {
+    // u64 throughout: configs may come from an imported tuning database with any field values.
+    if c.tm as u64 * c.tn as u64 > 128 {
         return Err(format!(
             "thread tile {}x{} holds more than 128 accumulators",
             c.tm, c.tn
@@ -413,7 +421,7 @@ pub fn check_simt(p: &GemmProblem, c: &SimtConfig, arch: Arch) -> Result<SimtGeo
     if !matches!(c.min_blocks, 1 | 2) {
         return Err(format!("min_blocks={} (must be 1 or 2)", c.min_blocks));
     }
-    if g.threads * c.min_blocks > max_threads_per_sm(arch) {
+    if g.threads as u64 * c.min_blocks as u64 > max_threads_per_sm(arch) as u64 {
         return Err(format!(
             "min_blocks={} x {} threads exceeds {arch}'s {} threads per SM",
             c.min_blocks,
@@ -457,18 +465,18 @@ pub fn check_mma(p: &GemmProblem, c: &MmaConfig, arch: Arch) -> Result<MmaGeomet
     if c.warps_m == 0 || c.warps_n == 0 || c.bm == 0 || c.bn == 0 {
         return Err("zero tile or warp count".into());
     }
-    if !c.bm.is_multiple_of(c.warps_m * 16) {
+    // u64: configs may come from an imported tuning database with any field values.
+    let (warp_rows, warp_cols) = (c.warps_m as u64 * 16, c.warps_n as u64 * 16);
+    if !(c.bm as u64).is_multiple_of(warp_rows) {
         return Err(format!(
-            "bm={} is not a multiple of warps_m*16={}",
-            c.bm,
-            c.warps_m * 16
+            "bm={} is not a multiple of warps_m*16={warp_rows}",
+            c.bm
         ));
     }
-    if !c.bn.is_multiple_of(c.warps_n * 16) {
+    if !(c.bn as u64).is_multiple_of(warp_cols) {
         return Err(format!(
-            "bn={} is not a multiple of warps_n*16={}",
-            c.bn,
-            c.warps_n * 16
+            "bn={} is not a multiple of warps_n*16={warp_cols}",
+            c.bn
         ));
     }
     if c.bk == 0 || !c.bk.is_multiple_of(kmma) || c.bk > 128 {
@@ -612,31 +620,42 @@ pub fn mma_space(p: &GemmProblem, arch: Arch) -> Vec<MmaConfig> {
     v
 }
 
-/// Simplicity score of a SIMT config (lower is simpler).
+/// Simplicity score of a SIMT config (lower is simpler; saturates for configs far outside the
+/// space).
 pub fn simt_complexity(c: &SimtConfig) -> u64 {
-    (c.stages as u64).saturating_sub(2) * 100_000
-        + (c.bm as u64 * c.bn as u64) / 64 * 10
-        + c.bk as u64 * 4
-        + c.tm as u64 * c.tn as u64
-        + (c.vec != 4) as u64
-        + (c.group_m > 1) as u64
-        + (c.min_blocks > 1) as u64
+    [
+        (c.stages as u64).saturating_sub(2) * 100_000,
+        (c.bm as u64 * c.bn as u64) / 64 * 10,
+        c.bk as u64 * 4,
+        c.tm as u64 * c.tn as u64,
+        (c.vec != 4) as u64,
+        (c.group_m > 1) as u64,
+        (c.min_blocks > 1) as u64,
+    ]
+    .into_iter()
+    .fold(0, u64::saturating_add)
 }
 
-/// Simplicity score of an `mma.sync` config (lower is simpler).
+/// Simplicity score of an `mma.sync` config (lower is simpler; saturates for configs far
+/// outside the space).
 pub fn mma_complexity(c: &MmaConfig) -> u64 {
-    (c.split_k as u64).saturating_sub(1) * 1_000_000
-        + (c.stages as u64).saturating_sub(2) * 100_000
-        + (c.bm as u64 * c.bn as u64) / 64 * 10
-        + c.bk as u64 * 4
-        + (c.warps_m as u64 * c.warps_n as u64)
-        + (!c.swizzle) as u64
-        + (c.group_m > 1) as u64
+    [
+        (c.split_k as u64).saturating_sub(1) * 1_000_000,
+        (c.stages as u64).saturating_sub(2) * 100_000,
+        (c.bm as u64 * c.bn as u64) / 64 * 10,
+        c.bk as u64 * 4,
+        c.warps_m as u64 * c.warps_n as u64,
+        (!c.swizzle) as u64,
+        (c.group_m > 1) as u64,
+    ]
+    .into_iter()
+    .fold(0, u64::saturating_add)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn simt_default_shape_geometry() {
@@ -723,6 +742,129 @@ mod tests {
         assert!(check_simt(&pf, &s, Arch::Sm75)
             .unwrap_err()
             .contains("cp.async"));
+    }
+
+    #[test]
+    fn overflowing_config_fields_are_rejected_not_wrapped() {
+        // tm * tn = 2^32 used to overflow (0 in release: "fits" 128 accumulators).
+        let p = GemmProblem::nn(64, 64, 64, DType::F32);
+        let s = SimtConfig {
+            bm: 1 << 16,
+            bn: 1 << 16,
+            bk: 8,
+            tm: 1 << 16,
+            tn: 1 << 16,
+            stages: 2,
+            vec: 4,
+            group_m: 1,
+            min_blocks: 1,
+        };
+        assert!(check_simt(&p, &s, Arch::Sm90a)
+            .unwrap_err()
+            .contains("accumulators"));
+        // A 2^16 x 2^15 thread grid (2^31 threads) x min_blocks 2 used to overflow.
+        let wide = SimtConfig {
+            bm: 1 << 18,
+            bn: 1 << 17,
+            tm: 4,
+            tn: 4,
+            min_blocks: 2,
+            ..s
+        };
+        assert!(check_simt(&p, &wide, Arch::Sm90a).is_err());
+        // warps_m * 16 = 2^32 used to overflow.
+        let pb = GemmProblem::nn(64, 64, 64, DType::Bf16);
+        let m = MmaConfig {
+            bm: 64,
+            bn: 64,
+            bk: 32,
+            warps_m: 1 << 28,
+            warps_n: 1,
+            stages: 2,
+            split_k: 1,
+            swizzle: false,
+            group_m: 1,
+        };
+        assert!(check_mma(&pb, &m, Arch::Sm90a)
+            .unwrap_err()
+            .contains("warps_m"));
+        // A 2^31-row tile: its shared-memory stage (rows x padded stride) overflows u32.
+        let tall = MmaConfig {
+            bm: 1 << 31,
+            warps_m: 1,
+            ..m
+        };
+        assert!(MmaGeometry::new(&pb, &tall).is_none());
+        assert!(check_mma(&pb, &tall, Arch::Sm90a).is_err());
+    }
+
+    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
+    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
+        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
+    }
+
+    fn problems() -> impl Strategy<Value = GemmProblem> {
+        (
+            prop_oneof![any::<u32>(), 1u32..4096],
+            prop_oneof![any::<u32>(), 1u32..4096],
+            prop_oneof![any::<u32>(), 1u32..4096],
+            proptest::sample::select(vec![DType::F32, DType::Tf32, DType::F16, DType::Bf16]),
+        )
+            .prop_map(|(m, n, k, d)| GemmProblem::nn(m, n, k, d))
+    }
+
+    proptest! {
+        /// Any SIMT config fields: the check, the template's launch shape and the complexity
+        /// score answer without panicking; an accepted config has a legal block.
+        #[test]
+        fn simt_check_never_panics(
+            p in problems(),
+            bm in field(&[32, 64, 128, 256]),
+            bn in field(&[32, 64, 128, 256]),
+            bk in field(&[8, 16]),
+            tm in field(&[4, 8, 16]),
+            tn in field(&[4, 8, 16]),
+            stages in field(&[2, 3, 4]),
+            vec in field(&[1, 2, 4]),
+            group_m in field(&[1, 8]),
+            min_blocks in field(&[1, 2]),
+            arch in proptest::sample::select(vec![Arch::Sm75, Arch::Sm90a]),
+        ) {
+            use crate::templates::Template;
+            let c = SimtConfig { bm, bn, bk, tm, tn, stages, vec, group_m, min_blocks };
+            let t = super::super::SimtGemm;
+            let _ = t.launch(&p, &c);
+            let _ = simt_complexity(&c);
+            if let Ok(g) = check_simt(&p, &c, arch) {
+                prop_assert!(g.threads.is_multiple_of(32) && (32..=1024).contains(&g.threads));
+                prop_assert_eq!(t.launch(&p, &c).block[0], g.threads);
+            }
+        }
+
+        /// Any `mma.sync` config fields: as for SIMT.
+        #[test]
+        fn mma_check_never_panics(
+            p in problems(),
+            bm in field(&[64, 128, 256]),
+            bn in field(&[64, 128, 256]),
+            bk in field(&[16, 32, 64]),
+            warps_m in field(&[1, 2, 4]),
+            warps_n in field(&[1, 2, 4]),
+            stages in field(&[2, 3, 4, 5]),
+            split_k in field(&[1, 2, 4]),
+            swizzle in any::<bool>(),
+            group_m in field(&[1, 8]),
+        ) {
+            use crate::templates::Template;
+            let c = MmaConfig { bm, bn, bk, warps_m, warps_n, stages, split_k, swizzle, group_m };
+            let t = super::super::MmaGemm::default();
+            let _ = t.launch(&p, &c);
+            let _ = mma_complexity(&c);
+            if let Ok(g) = check_mma(&p, &c, Arch::Sm90a) {
+                prop_assert!(g.threads.is_multiple_of(32) && (32..=1024).contains(&g.threads));
+                prop_assert_eq!(t.launch(&p, &c).block[0], g.threads);
+            }
+        }
     }
 
     #[test]

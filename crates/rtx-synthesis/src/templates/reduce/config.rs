@@ -35,9 +35,10 @@ pub struct RowConfig {
 }
 
 impl RowConfig {
-    /// Threads per block.
+    /// Threads per block (saturating at `u32::MAX` for configs far outside the space, which
+    /// `check` rejects).
     pub fn block_threads(&self) -> u32 {
-        self.threads_per_row * self.rows_per_block
+        self.threads_per_row.saturating_mul(self.rows_per_block)
     }
 
     /// Longest row the register-cached strategy holds (`None` for the looped strategy).
@@ -50,11 +51,11 @@ impl RowConfig {
         }
     }
 
-    /// Values each thread keeps in registers at once.
+    /// Values each thread keeps in registers at once (saturating at `u32::MAX`).
     pub fn cached_per_thread(&self) -> u32 {
         match self.strategy {
-            RowStrategy::Registers { chunks } => chunks * self.vec,
-            RowStrategy::Looped { unroll } => unroll * self.vec,
+            RowStrategy::Registers { chunks } => chunks.saturating_mul(self.vec),
+            RowStrategy::Looped { unroll } => unroll.saturating_mul(self.vec),
         }
     }
 }

@@ -90,7 +90,8 @@ impl RowReduceKernel {
 
 /// Launches `function` (compiled from [`RowReduceTemplate::emit`] for `p`'s op, dtype and fused
 /// parts with `config`) over `p`'s shape on `stream`, without synchronizing: checks the shape
-/// against the config and that every buffer holds the bytes the kernel touches first.
+/// against the config and that every buffer lives on `stream`'s device and holds the bytes the
+/// kernel touches first.
 pub fn enqueue_rows(
     function: &Function,
     p: &RowProblem,
@@ -143,6 +144,19 @@ pub fn enqueue_rows(
         presence("residual_out", p.residual, bufs.residual_out.is_some())?;
         presence("weight", p.op.has_weight(), bufs.weight.is_some())?;
         presence("bias", p.op.has_bias(), bufs.bias.is_some())?;
+        const OP: &str = "enqueue_rows";
+        let inputs = [
+            Some(&bufs.x),
+            bufs.residual.as_ref(),
+            bufs.weight.as_ref(),
+            bufs.bias.as_ref(),
+        ];
+        for s in inputs.into_iter().flatten() {
+            s.buf.check_on_stream_device(stream, OP)?;
+        }
+        for s in std::iter::once(&bufs.y).chain(bufs.residual_out.as_ref()) {
+            s.buf.check_on_stream_device(stream, OP)?;
+        }
         let mut args = KernelArgs::new();
         need("x", full, bufs.x.bytes())?;
         args.u64(bufs.x.ptr());

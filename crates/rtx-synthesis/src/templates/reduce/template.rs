@@ -47,12 +47,14 @@ impl RowReduceTemplate {
     }
 
     /// Estimated registers per thread (cached values, the residual operand while it is live,
-    /// one chunk of weight and bias, plus overhead), rounded up to 8.
+    /// one chunk of weight and bias, plus overhead), rounded up to 8; saturates at `u32::MAX`.
     pub fn estimated_registers(problem: &RowProblem, config: &RowConfig) -> u32 {
-        let cached = config.cached_per_thread();
-        let affine = (problem.op.has_weight() as u32 + problem.op.has_bias() as u32) * config.vec;
-        let live = cached * (1 + problem.residual as u32) + affine;
-        (live + REGISTER_OVERHEAD).div_ceil(8) * 8
+        let cached = config.cached_per_thread() as u64;
+        let affine =
+            (problem.op.has_weight() as u64 + problem.op.has_bias() as u64) * config.vec as u64;
+        let live = cached * (1 + problem.residual as u64) + affine;
+        let regs = (live + REGISTER_OVERHEAD as u64).div_ceil(8) * 8;
+        regs.min(u32::MAX as u64) as u32
     }
 
     /// `minBlocksPerSM` for `__launch_bounds__` (see
@@ -567,10 +569,12 @@ impl Template for RowReduceTemplate {
         if !(TPR_CHOICES.contains(&tpr) || (tpr.is_multiple_of(32) && (64..=1024).contains(&tpr))) {
             return Err(self.violation(config, format!("threads_per_row = {tpr} must be 1..=32 (a power of two) or a multiple of 32 up to 1024")));
         }
-        let block = config.block_threads();
+        // u64: an imported config may carry any rows_per_block.
+        let block = tpr as u64 * config.rows_per_block as u64;
         if config.rows_per_block == 0 || !block.is_multiple_of(32) || block > 1024 {
             return Err(self.violation(config, format!("block = threads_per_row x rows_per_block = {block} must be a multiple of 32 up to 1024")));
         }
+        let block = block as u32;
         match config.strategy {
             RowStrategy::Registers { chunks } => {
                 if chunks == 0 {
@@ -583,10 +587,11 @@ impl Template for RowReduceTemplate {
                         format!("register capacity {cap} < cols = {}", problem.cols),
                     ));
                 }
-                if chunks * config.vec > 64 {
+                let cached = chunks as u64 * config.vec as u64;
+                if cached > 64 {
                     return Err(self.violation(
                         config,
-                        format!("{} cached values per thread (max 64)", chunks * config.vec),
+                        format!("{cached} cached values per thread (max 64)"),
                     ));
                 }
             }
@@ -719,6 +724,7 @@ impl Template for RowReduceTemplate {
 mod tests {
     use super::*;
     use crate::DType;
+    use proptest::prelude::*;
 
     fn problems() -> Vec<RowProblem> {
         let mut v = Vec::new();
@@ -816,6 +822,117 @@ mod tests {
         ] {
             let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
             assert!(e.reason.contains(word), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn check_rejects_overflowing_fields_instead_of_wrapping() {
+        let t = RowReduceTemplate;
+        // 32 x 2^27 threads per block used to overflow (a panic in debug; 0 in release, then a
+        // division by zero).
+        let p = RowProblem::softmax(4, 64, DType::F32);
+        let c = RowConfig {
+            vec: 4,
+            threads_per_row: 32,
+            rows_per_block: 1 << 27,
+            strategy: RowStrategy::Registers { chunks: 1 },
+        };
+        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err();
+        assert!(e.reason.contains("block"), "{e}");
+        // 2^29 chunks x 8 elements used to wrap to 0 cached values and pass.
+        let p = RowProblem::softmax(4, 64, DType::F16);
+        let c = RowConfig {
+            vec: 8,
+            threads_per_row: 32,
+            rows_per_block: 1,
+            strategy: RowStrategy::Registers { chunks: 1 << 29 },
+        };
+        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err();
+        assert!(e.reason.contains("cached values"), "{e}");
+        assert_eq!(c.cached_per_thread(), u32::MAX);
+        assert_eq!(
+            RowConfig {
+                rows_per_block: u32::MAX,
+                ..c
+            }
+            .block_threads(),
+            u32::MAX
+        );
+    }
+
+    #[test]
+    fn an_imported_db_entry_with_an_overflowing_config_serves_the_default() {
+        use crate::tuner::db::{DbEntry, EntryMeta, StoredConfig};
+        use crate::tuner::{DeviceKey, LookupPolicy, LookupSource, TimingStats, TuneKey, TuningDb};
+        let t = RowReduceTemplate;
+        let p = RowProblem::softmax(4, 64, DType::F32);
+        let dev = DeviceKey::new("NVIDIA H100", (9, 0), (13, 0));
+        let entry = DbEntry {
+            key: TuneKey::new(&t, &p, Arch::Sm90a, &dev).unwrap(),
+            winner: StoredConfig {
+                config: serde_json::json!({
+                    "vec": 4, "threads_per_row": 32, "rows_per_block": 1u32 << 27,
+                    "strategy": {"Registers": {"chunks": 1}}
+                }),
+                fingerprint: "x".into(),
+                stats: TimingStats::from_samples(vec![1.0]).unwrap(),
+            },
+            runners_up: vec![],
+            meta: EntryMeta {
+                created_unix_s: 0,
+                strategy: "x".into(),
+                measured: 1,
+                failed: 0,
+                space: 1,
+                tuner_version: "x".into(),
+            },
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = TuningDb::open(dir.path().join("tuning.db")).unwrap();
+        let json = serde_json::json!({"format": "rtx-tuning-db", "version": 1, "entries": [entry]});
+        assert_eq!(db.import_json(&json.to_string()).unwrap().added, 1);
+        let got = db
+            .lookup(&t, &p, Arch::Sm90a, &dev, &LookupPolicy::default())
+            .unwrap();
+        assert_eq!(got.source, LookupSource::Default);
+        assert_eq!(got.config, t.default_config(&p, Arch::Sm90a));
+    }
+
+    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
+    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
+        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
+    }
+
+    proptest! {
+        /// Any config fields: `check`, `launch` and `complexity` answer without panicking, and an
+        /// accepted config has a legal block that fits the register budget.
+        #[test]
+        fn check_never_panics_on_any_row_config(
+            vec in field(&[1, 2, 4, 8]),
+            threads_per_row in field(&[1, 8, 32, 64, 256, 1024]),
+            rows_per_block in field(&[1, 2, 4, 32]),
+            amount in field(&[1, 2, 4, 8, 16]),
+            looped in any::<bool>(),
+            cols in prop_oneof![any::<u32>(), 1u32..8192],
+            dtype in proptest::sample::select(vec![DType::F32, DType::F16, DType::Bf16]),
+        ) {
+            let t = RowReduceTemplate;
+            let p = RowProblem::layernorm(64, cols, dtype, true, true, 1e-5).with_residual();
+            let strategy = if looped {
+                RowStrategy::Looped { unroll: amount }
+            } else {
+                RowStrategy::Registers { chunks: amount }
+            };
+            let c = RowConfig { vec, threads_per_row, rows_per_block, strategy };
+            let _ = t.launch(&p, &c);
+            let _ = t.complexity(&c);
+            let _ = RowReduceTemplate::estimated_registers(&p, &c);
+            if t.check(&p, &c, Arch::Sm90a).is_ok() {
+                let block = c.threads_per_row as u64 * c.rows_per_block as u64;
+                prop_assert!(block.is_multiple_of(32) && (32..=1024).contains(&block));
+                prop_assert!(c.cached_per_thread() <= 64);
+                prop_assert!(t.emit(&p, &c, Arch::Sm90a).is_ok());
+            }
         }
     }
 
