@@ -138,12 +138,12 @@ pub fn launch_gemm(
     stream: &Stream,
 ) -> Result<(), GemmLaunchError> {
     p.validate()?;
-    let (ea, eb, ec) = p.buffer_elems();
-    let in_size = p.dtype.size_bytes() as u64;
+    // Checked: an extent that overflows is an invalid problem, never a wrapped small size.
+    let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes()?;
     let out_size = p.epilogue.out_dtype.size_bytes() as u64;
-    need("a", bufs.a, ea * in_size)?;
-    need("b", bufs.b, eb * in_size)?;
-    need("c", bufs.c, ec * out_size)?;
+    need("a", bufs.a, a_bytes)?;
+    need("b", bufs.b, b_bytes)?;
+    need("c", bufs.c, c_bytes)?;
     let bias = match (p.epilogue.bias, bufs.bias) {
         (true, None) => return Err(GemmLaunchError::MissingOperand { operand: "bias" }),
         (true, Some(b)) => {
@@ -159,7 +159,7 @@ pub fn launch_gemm(
             })
         }
         (true, Some(r)) => {
-            need("residual", r, ec * out_size)?;
+            need("residual", r, c_bytes)?;
             r.ptr()
         }
         (false, _) => 0,

@@ -177,12 +177,17 @@ impl WgmmaGemm {
         stream: &Stream,
     ) -> Result<(), WgmmaLaunchError> {
         self.check(p, c, Arch::Sm90a)?;
-        let (ea, eb, ec) = p.buffer_elems();
-        let isz = p.dtype.size_bytes() as u64;
+        // `check` validated the problem, so its extents fit in i64 bytes; still checked, so an
+        // overflow can never turn into a small size.
+        let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes().map_err(|e| ConstraintViolation {
+            template: self.name().to_string(),
+            config: format!("{c:?}"),
+            reason: e.to_string(),
+        })?;
         let osz = p.epilogue.out_dtype.size_bytes() as u64;
-        need("A", bufs.a, ea * isz)?;
-        need("B", bufs.b, eb * isz)?;
-        need("C", bufs.c, ec * osz)?;
+        need("A", bufs.a, a_bytes)?;
+        need("B", bufs.b, b_bytes)?;
+        need("C", bufs.c, c_bytes)?;
         for (what, addr) in [("A", bufs.a.ptr()), ("B", bufs.b.ptr())] {
             if addr % 16 != 0 {
                 return Err(WgmmaLaunchError::Misaligned { what, addr });
@@ -200,7 +205,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "residual" }),
             (true, Some(r)) => {
-                need("residual", r, ec * osz)?;
+                need("residual", r, c_bytes)?;
                 r.ptr()
             }
         };
