@@ -156,9 +156,10 @@ impl AttentionKernel {
 
     /// Launches over `p` with each tensor at its own strides (e.g. Q, K and V read in place from
     /// a packed `[tokens, 3 * d_model]` projection, O written into `[tokens, d_model]`): checks
-    /// the strides ([`AttentionLayout::check`]: 16-byte alignment, no two elements of O in the
-    /// same memory, `int` in-head offsets), that the last element of every tensor lies inside
-    /// its buffer and that every tensor starts 16-byte aligned.
+    /// that every buffer lives on `stream`'s device, the strides ([`AttentionLayout::check`]:
+    /// 16-byte alignment, no two elements of O in the same memory, `int` in-head offsets), that
+    /// the last element of every tensor lies inside its buffer and that every tensor starts
+    /// 16-byte aligned.
     pub fn launch_strided(
         &self,
         stream: &Stream,
@@ -176,6 +177,10 @@ impl AttentionKernel {
                 built: what(b),
                 asked: what(p),
             });
+        }
+        for buf in [bufs.q.buf, bufs.k.buf, bufs.v.buf, &*bufs.o.buf] {
+            buf.check_on_stream_device(stream, "AttentionKernel::launch_strided")
+                .map_err(LaunchError::from)?;
         }
         layout.check(p)?;
         let size = p.dtype.size_bytes() as u64;

@@ -153,7 +153,14 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
     Ok(out)
 }
 
-fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaLaunchError> {
+/// Checks that `buf` lives on `stream`'s device and holds `bytes`.
+fn need(
+    what: &'static str,
+    buf: &DeviceBuffer,
+    bytes: u64,
+    stream: &Stream,
+) -> Result<(), WgmmaLaunchError> {
+    buf.check_on_stream_device(stream, "WgmmaGemm::enqueue")?;
     if (buf.len() as u64) < bytes {
         return Err(WgmmaLaunchError::BufferTooSmall {
             what,
@@ -167,7 +174,8 @@ fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaL
 impl WgmmaGemm {
     /// Checks `p`/`c` and the buffers, encodes the tensor maps, sets the kernel's dynamic shared
     /// memory limit and launches `f` (compiled from [`Template::emit`] for the same `p`/`c`) on
-    /// `stream`. Does not synchronize.
+    /// `stream`. Every buffer must live on `stream`'s device ([`WgmmaLaunchError::Runtime`]
+    /// otherwise). Does not synchronize.
     pub fn enqueue(
         &self,
         f: &Function,
@@ -185,9 +193,9 @@ impl WgmmaGemm {
             reason: e.to_string(),
         })?;
         let osz = p.epilogue.out_dtype.size_bytes() as u64;
-        need("A", bufs.a, a_bytes)?;
-        need("B", bufs.b, b_bytes)?;
-        need("C", bufs.c, c_bytes)?;
+        need("A", bufs.a, a_bytes, stream)?;
+        need("B", bufs.b, b_bytes, stream)?;
+        need("C", bufs.c, c_bytes, stream)?;
         for (what, addr) in [("A", bufs.a.ptr()), ("B", bufs.b.ptr())] {
             if addr % 16 != 0 {
                 return Err(WgmmaLaunchError::Misaligned { what, addr });
@@ -197,7 +205,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "bias" }),
             (true, Some(b)) => {
-                need("bias", b, p.n as u64 * osz)?;
+                need("bias", b, p.n as u64 * osz, stream)?;
                 b.ptr()
             }
         };
@@ -205,7 +213,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "residual" }),
             (true, Some(r)) => {
-                need("residual", r, c_bytes)?;
+                need("residual", r, c_bytes, stream)?;
                 r.ptr()
             }
         };
@@ -218,7 +226,7 @@ impl WgmmaGemm {
                     })
                 }
                 Some(w) => {
-                    need("workspace", w, need_ws)?;
+                    need("workspace", w, need_ws, stream)?;
                     if w.ptr() % 16 != 0 {
                         return Err(WgmmaLaunchError::Misaligned {
                             what: "workspace",
@@ -243,7 +251,7 @@ impl WgmmaGemm {
                     })
                 }
                 Some(w) => {
-                    need("staging", w, staging_bytes(p))?;
+                    need("staging", w, staging_bytes(p), stream)?;
                     if w.ptr() % 16 != 0 {
                         return Err(WgmmaLaunchError::Misaligned {
                             what: "staging",
