@@ -85,8 +85,31 @@ pub struct BlasGemm {
 
 impl BlasGemm {
     /// A single dense GEMM with tight leading dimensions, alpha = 1, beta = 0.
-    pub fn new(dtype: BlasDtype, m: usize, n: usize, k: usize, a: u64, b: u64, c: u64) -> Self {
-        BlasGemm {
+    ///
+    /// Errors with [`RuntimeError::InvalidArgument`] when a matrix's element count (its batch
+    /// stride) does not fit in `i64`, rather than wrapping to a wrong stride.
+    pub fn new(
+        dtype: BlasDtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: u64,
+        b: u64,
+        c: u64,
+    ) -> Result<Self, RuntimeError> {
+        let elems = |what: &str, rows: usize, cols: usize| {
+            rows.checked_mul(cols)
+                .and_then(|e| i64::try_from(e).ok())
+                .ok_or_else(|| RuntimeError::InvalidArgument {
+                    op: "BlasGemm::new",
+                    reason: format!(
+                        "{what} has {rows} x {cols} elements, more than an i64 batch stride holds"
+                    ),
+                })
+        };
+        let (stride_a, stride_b, stride_c) =
+            (elems("A", m, k)?, elems("B", k, n)?, elems("C", m, n)?);
+        Ok(BlasGemm {
             dtype,
             c_f32: false,
             transa: false,
@@ -103,10 +126,10 @@ impl BlasGemm {
             c,
             ldc: n,
             batch: 1,
-            stride_a: (m * k) as i64,
-            stride_b: (k * n) as i64,
-            stride_c: (m * n) as i64,
-        }
+            stride_a,
+            stride_b,
+            stride_c,
+        })
     }
 
     /// Bytes per element of C.
@@ -276,7 +299,7 @@ mod tests {
 
     #[test]
     fn swap_trick_maps_row_major_to_column_major() {
-        let mut p = BlasGemm::new(BlasDtype::Bf16, 64, 48, 32, 0xa00, 0xb00, 0xc00);
+        let mut p = BlasGemm::new(BlasDtype::Bf16, 64, 48, 32, 0xa00, 0xb00, 0xc00).unwrap();
         p.transa = true;
         p.lda = 64;
         let g = p.to_col_major();
@@ -288,6 +311,7 @@ mod tests {
         assert_eq!(g.compute, CT::CUBLAS_COMPUTE_32F);
         assert_eq!(
             BlasGemm::new(BlasDtype::Tf32, 1, 1, 1, 1, 1, 1)
+                .unwrap()
                 .to_col_major()
                 .compute,
             CT::CUBLAS_COMPUTE_32F_FAST_TF32
@@ -296,7 +320,7 @@ mod tests {
 
     #[test]
     fn validate_names_the_bad_field() {
-        let ok = BlasGemm::new(BlasDtype::F32, 64, 48, 32, 16, 16, 16);
+        let ok = BlasGemm::new(BlasDtype::F32, 64, 48, 32, 16, 16, 16).unwrap();
         assert!(ok.validate().is_ok());
         let msg = |p: BlasGemm| match p.validate() {
             Err(RuntimeError::Blas { status, .. }) => status,
@@ -309,5 +333,26 @@ mod tests {
         assert!(msg(BlasGemm { k: 0, ..ok }).contains("empty"));
         assert!(msg(BlasGemm { a: 0, ..ok }).contains("null"));
         assert!(msg(BlasGemm { m: 1 << 31, ..ok }).contains("i32"));
+    }
+
+    /// `m * k` used to overflow (debug panic) or wrap to a wrong batch stride (release).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn new_refuses_element_counts_past_i64() {
+        for (m, n, k, what) in [
+            (1usize << 32, 1, 1 << 31, "A"),
+            (1, 1 << 33, 1 << 31, "B"),
+            (usize::MAX, 2, 1, "A"),
+        ] {
+            match BlasGemm::new(BlasDtype::F32, m, n, k, 16, 16, 16) {
+                Err(RuntimeError::InvalidArgument { op, reason }) => {
+                    assert_eq!(op, "BlasGemm::new");
+                    assert!(reason.starts_with(what), "{reason}");
+                }
+                other => panic!("{m}x{n}x{k}: {other:?}"),
+            }
+        }
+        let g = BlasGemm::new(BlasDtype::F32, 1 << 31, 1, 1 << 31, 16, 16, 16).unwrap();
+        assert_eq!(g.stride_a, 1 << 62);
     }
 }

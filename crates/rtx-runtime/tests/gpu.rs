@@ -660,7 +660,7 @@ fn cublas_gemm_matches_cpu_reference() {
         Err(e) => panic!("Blas::new: {e}"),
     };
     let mut rng = Rng(42);
-    let base = |dtype| BlasGemm::new(dtype, 64, 48, 32, 0, 0, 0);
+    let base = |dtype| BlasGemm::new(dtype, 64, 48, 32, 0, 0, 0).unwrap();
     let cases: Vec<(BlasGemm, f64, &str)> = {
         let mut v = Vec::new();
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
@@ -748,7 +748,7 @@ fn cublas_gemm_matches_cpu_reference() {
     // Bad leading dimension is refused before cuBLAS.
     let bad = BlasGemm {
         lda: 1,
-        ..BlasGemm::new(BlasDtype::F32, 64, 48, 32, 16, 16, 16)
+        ..BlasGemm::new(BlasDtype::F32, 64, 48, 32, 16, 16, 16).unwrap()
     };
     assert!(matches!(blas.gemm(&bad), Err(RuntimeError::Blas { .. })));
 }

@@ -1682,7 +1682,8 @@ fn bench_against_cublas() {
                 da.ptr(),
                 db.ptr(),
                 dref.ptr(),
-            );
+            )
+            .unwrap();
             g.transb = lb == Layout::Col;
             g.ldb = p.ldb as usize;
             let ms = time_ms(&dev, &stream, 20, || bl.gemm(&g).unwrap());

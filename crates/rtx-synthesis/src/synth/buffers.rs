@@ -119,19 +119,23 @@ impl BufferSizes {
 
 /// Bytes each operand of `p` needs: (A, B, C, bias, residual); bias/residual are 0 when the
 /// epilogue does not use them.
-pub fn required_bytes(p: &GemmProblem) -> (u64, u64, u64, u64, u64) {
-    let (ea, eb, ec) = p.buffer_elems();
-    let isz = p.dtype.size_bytes() as u64;
+///
+/// Errors with [`GemmLaunchError::Constraint`] (naming the operand) when an extent does not fit
+/// in `i64` bytes ([`GemmProblem::buffer_bytes`]), instead of wrapping to a small size.
+pub fn required_bytes(p: &GemmProblem) -> Result<(u64, u64, u64, u64, u64), GemmLaunchError> {
+    let (a, b, c) = p
+        .buffer_bytes()
+        .map_err(|e| GemmLaunchError::Constraint(e.to_string()))?;
     let osz = p.epilogue.out_dtype.size_bytes() as u64;
     let bias = if p.epilogue.bias { p.n as u64 * osz } else { 0 };
-    let res = if p.epilogue.residual { ec * osz } else { 0 };
-    (ea * isz, eb * isz, ec * osz, bias, res)
+    let res = if p.epilogue.residual { c } else { 0 };
+    Ok((a, b, c, bias, res))
 }
 
 /// Checks that every operand `p` reads or writes is supplied and large enough, naming the first
-/// one that is not.
+/// one that is not (or the operand whose extent overflows, see [`required_bytes`]).
 pub fn check_buffer_sizes(p: &GemmProblem, have: &BufferSizes) -> Result<(), GemmLaunchError> {
-    let (a, b, c, bias, res) = required_bytes(p);
+    let (a, b, c, bias, res) = required_bytes(p)?;
     for (buffer, need, got) in [("A", a, have.a), ("B", b, have.b), ("C", c, have.c)] {
         if got < need {
             return Err(GemmLaunchError::BufferTooSmall {
@@ -169,7 +173,7 @@ mod tests {
     use crate::DType;
 
     fn exact(p: &GemmProblem) -> BufferSizes {
-        let (a, b, c, bias, res) = required_bytes(p);
+        let (a, b, c, bias, res) = required_bytes(p).unwrap();
         BufferSizes {
             a,
             b,
@@ -230,6 +234,28 @@ mod tests {
             },
         )
         .unwrap();
+    }
+
+    /// A batch stride whose byte extent overflows used to panic here (debug) or wrap to one
+    /// entry's size (release), so a one-entry A passed; now the operand is refused.
+    #[test]
+    fn overflowing_extents_are_refused_not_wrapped() {
+        let mut p = GemmProblem::nn(64, 64, 64, DType::F32).batched(2);
+        p.stride_a = 1 << 62;
+        let one = 64 * 64 * 4;
+        let sizes = BufferSizes {
+            a: one,
+            b: 2 * one,
+            c: 2 * one,
+            bias: None,
+            residual: None,
+        };
+        let e = check_buffer_sizes(&p, &sizes).unwrap_err();
+        assert!(
+            matches!(&e, GemmLaunchError::Constraint(r) if r.contains("A extent")),
+            "{e:?}"
+        );
+        assert!(required_bytes(&p).is_err());
     }
 
     #[test]

@@ -460,6 +460,45 @@ mod tests {
         );
     }
 
+    /// Problems every family used to accept: batch strides whose extent overflows (a panic in
+    /// debug, wrapped buffer sizes in release) and batch entries of C that overlap.
+    #[test]
+    fn overflowing_strides_and_overlapping_c_find_no_family() {
+        let info = DeviceInfo::example_sm90();
+        let mut f = GemmProblem::nn(64, 64, 64, DType::F32).batched(2);
+        f.stride_a = 1 << 62;
+        let mut b = GemmProblem::nn(128, 128, 128, DType::Bf16).batched(2);
+        b.stride_a = 1 << 63;
+        let reasons = |p: &GemmProblem, arch: Arch| match select_family(p, arch, &info) {
+            Err(SynthError::NoTemplate { reasons, .. }) => reasons,
+            other => panic!("{arch}: {other:?}"),
+        };
+        for (p, arch) in [(f, Arch::Sm90a), (b, Arch::Sm90a), (b, Arch::Sm80)] {
+            for r in reasons(&p, arch) {
+                assert!(r.reason.contains("stride_a"), "{arch}: {r:?}");
+            }
+        }
+        for (dt, arch) in [
+            (DType::F32, Arch::Sm90a),
+            (DType::Bf16, Arch::Sm90a),
+            (DType::Bf16, Arch::Sm80),
+        ] {
+            let mut p = GemmSpec {
+                batch: 4,
+                ..GemmSpec::new(128, 128, 128, dt)
+            }
+            .problem()
+            .unwrap();
+            select_family(&p, arch, &info).unwrap();
+            for stride_c in [0, 64] {
+                p.stride_c = stride_c;
+                for r in reasons(&p, arch) {
+                    assert!(r.reason.contains("overlap"), "{dt} {arch}: {r:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn every_dtype_has_its_family() {
         let info = DeviceInfo::example_sm90();

@@ -1,7 +1,7 @@
 //! The cuBLAS baseline: our `GemmProblem` as a `rtx_runtime::blas::BlasGemm` call.
 
 use rtx_runtime::blas::{BlasDtype, BlasGemm};
-use rtx_runtime::DeviceBuffer;
+use rtx_runtime::{DeviceBuffer, RuntimeError};
 use rtx_synthesis::templates::gemm::{GemmProblem, Layout};
 use rtx_synthesis::DType;
 
@@ -16,13 +16,14 @@ pub fn blas_dtype(d: DType) -> BlasDtype {
 }
 
 /// The row-major cuBLAS call for `p` on these buffers (layouts map to transposes; C is written
-/// in the problem's output dtype, which for f16/bf16 is the input dtype).
+/// in the problem's output dtype, which for f16/bf16 is the input dtype). Errors where
+/// [`BlasGemm::new`] does (a matrix of more elements than an `i64` stride holds).
 pub fn blas_call(
     p: &GemmProblem,
     a: &DeviceBuffer,
     b: &DeviceBuffer,
     c: &DeviceBuffer,
-) -> BlasGemm {
+) -> Result<BlasGemm, RuntimeError> {
     let mut g = BlasGemm::new(
         blas_dtype(p.dtype),
         p.m as usize,
@@ -31,7 +32,7 @@ pub fn blas_call(
         a.ptr(),
         b.ptr(),
         c.ptr(),
-    );
+    )?;
     g.transa = p.layout_a == Layout::Col;
     g.transb = p.layout_b == Layout::Col;
     g.c_f32 = matches!(p.dtype, DType::F16 | DType::Bf16) && p.epilogue.out_dtype == DType::F32;
@@ -44,5 +45,5 @@ pub fn blas_call(
     g.stride_a = p.stride_a as i64;
     g.stride_b = p.stride_b as i64;
     g.stride_c = p.stride_c as i64;
-    g
+    Ok(g)
 }

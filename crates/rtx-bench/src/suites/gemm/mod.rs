@@ -135,7 +135,7 @@ fn run_cublas(
     p: &GemmProblem,
     rng: &mut SmallRng,
 ) -> Result<Case, ProblemError> {
-    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c);
+    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c)?;
     let verified = ops.verify(gpu, p, rng, &mut |_| blas.gemm(&call))?;
     let s = timer.time(timing, |_, _| blas.gemm(&call))?;
     let mut c =
@@ -187,7 +187,7 @@ fn run_candidate(
         case.verified = Some(verified);
         return Ok(case);
     }
-    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c);
+    let call = cublas::blas_call(p, &ops.a, &ops.b, &ops.c)?;
     let (a, b, c) = (&ops.a, &ops.b, &mut ops.c);
     let mut go = GemmOperands { a, b, c };
     let (s, paired) = match blas.filter(|_| timing.interleave_baseline) {

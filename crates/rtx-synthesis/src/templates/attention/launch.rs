@@ -65,7 +65,6 @@ pub enum AttentionLaunchError {
         /// What the launch asked for.
         asked: String,
     },
-    /// A tensor's first element is not 16-byte aligned.
     /// A tensor's strides cannot be launched (alignment, overlap, index range).
     #[error("attention tensor `{tensor}`: {reason}")]
     Strides {
@@ -74,6 +73,7 @@ pub enum AttentionLaunchError {
         /// What is wrong.
         reason: String,
     },
+    /// A tensor's first element is not 16-byte aligned.
     #[error("attention tensor `{tensor}` at {ptr:#x} is not {ATTN_BASE_ALIGN}-byte aligned")]
     Misaligned {
         /// Q, K, V or O.
@@ -156,9 +156,10 @@ impl AttentionKernel {
 
     /// Launches over `p` with each tensor at its own strides (e.g. Q, K and V read in place from
     /// a packed `[tokens, 3 * d_model]` projection, O written into `[tokens, d_model]`): checks
-    /// that every stride keeps 16-byte alignment, that rows of O do not overlap, that the last
-    /// element of every tensor lies inside its buffer, and that in-head offsets fit the kernel's
-    /// `int` arithmetic.
+    /// that every buffer lives on `stream`'s device, the strides ([`AttentionLayout::check`]:
+    /// 16-byte alignment, no two elements of O in the same memory, `int` in-head offsets), that
+    /// the last element of every tensor lies inside its buffer and that every tensor starts
+    /// 16-byte aligned.
     pub fn launch_strided(
         &self,
         stream: &Stream,
@@ -177,6 +178,11 @@ impl AttentionKernel {
                 asked: what(p),
             });
         }
+        for buf in [bufs.q.buf, bufs.k.buf, bufs.v.buf, &*bufs.o.buf] {
+            buf.check_on_stream_device(stream, "AttentionKernel::launch_strided")
+                .map_err(LaunchError::from)?;
+        }
+        layout.check(p)?;
         let size = p.dtype.size_bytes() as u64;
         let checks = [
             ("q", bufs.q.ptr(), bufs.q.bytes(), layout.q, p.seq_q),
@@ -185,7 +191,6 @@ impl AttentionKernel {
             ("o", bufs.o.ptr(), bufs.o.bytes(), layout.o, p.seq_q),
         ];
         for (tensor, ptr, got, st, seq) in checks {
-            st.check(tensor, p, seq, size)?;
             let needed = st.span_elems(p, seq).saturating_mul(size);
             if (got as u64) < needed {
                 return Err(LaunchError::TooSmall {
@@ -272,8 +277,9 @@ impl AttentionStrides {
             .saturating_add(p.head_dim as u64)
     }
 
-    /// Alignment (every stride a whole number of 16-byte chunks), non-overlapping rows, and
-    /// `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`).
+    /// Alignment (every stride a whole number of 16-byte chunks), rows at least `head_dim`
+    /// apart, and `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`). Whether heads and
+    /// batches overlap is [`AttentionStrides::check_disjoint`]'s question.
     pub fn check(
         &self,
         tensor: &'static str,
@@ -307,6 +313,50 @@ impl AttentionStrides {
             return bad(format!(
                 "(seq - 1) * row stride + head_dim = {in_head} exceeds the kernel's int range"
             ));
+        }
+        Ok(())
+    }
+
+    /// Errors unless every `(batch, head, row, column)` position of the tensor is its own
+    /// element: what a written tensor (O) needs, or blocks of the kernel race on the same memory
+    /// (e.g. 8 heads at head stride 0 all writing one head's rows).
+    ///
+    /// The dimensions of more than one entry (batch, heads, rows; columns are contiguous) are
+    /// ordered by stride, and each must step over everything the smaller ones span: columns
+    /// span `head_dim`, and a dimension of `n` entries at stride `s` spans
+    /// `(n - 1) * s + (the smaller ones' span)`. That accepts the layouts attention uses,
+    /// nested (`[batch, heads, seq, head_dim]`) or interleaved (heads side by side in a row,
+    /// [`AttentionStrides::packed_rows`]), and never an overlapping one; it also refuses the
+    /// rare layouts that interleave two dimensions without colliding at strides below a span.
+    pub fn check_disjoint(
+        &self,
+        tensor: &'static str,
+        p: &AttentionProblem,
+        seq: u32,
+    ) -> Result<(), AttentionLaunchError> {
+        let mut dims: Vec<(&str, u64, u32)> = [
+            ("row", self.row, seq),
+            ("head", self.head, p.heads),
+            ("batch", self.batch, p.batch),
+        ]
+        .into_iter()
+        .filter(|d| d.2 > 1)
+        .collect();
+        dims.sort_by_key(|d| d.1);
+        let mut span = p.head_dim as u64;
+        let mut inner = vec!["head_dim"];
+        for (what, stride, n) in dims {
+            if stride < span {
+                return Err(AttentionLaunchError::Strides {
+                    tensor,
+                    reason: format!(
+                        "{what} stride {stride} ({n} entries) is below {span}, the elements spanned by {}: elements of a written tensor would overlap",
+                        inner.join(", ")
+                    ),
+                });
+            }
+            span = (n as u64 - 1).saturating_mul(stride).saturating_add(span);
+            inner.push(what);
         }
         Ok(())
     }
@@ -355,9 +405,125 @@ impl AttentionLayout {
         }
     }
 
+    /// Checks every tensor's strides for `p` ([`AttentionStrides::check`]) and that O, the one
+    /// tensor written, has no two elements in the same memory
+    /// ([`AttentionStrides::check_disjoint`]). Q, K and V are only read and may overlap (a head
+    /// stride of 0 shares one K/V head between all heads).
+    pub fn check(&self, p: &AttentionProblem) -> Result<(), AttentionLaunchError> {
+        let size = p.dtype.size_bytes() as u64;
+        for (tensor, st, seq) in [
+            ("q", self.q, p.seq_q),
+            ("k", self.k, p.seq_k),
+            ("v", self.v, p.seq_k),
+            ("o", self.o, p.seq_q),
+        ] {
+            st.check(tensor, p, seq, size)?;
+        }
+        self.o.check_disjoint("o", p, p.seq_q)
+    }
+
     /// Element offsets of q, k and v inside a packed QKV buffer.
     pub fn packed_qkv_offsets(p: &AttentionProblem) -> [u64; 3] {
         let d_model = p.heads as u64 * p.head_dim as u64;
         [0, d_model, 2 * d_model]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::DType;
+    use proptest::prelude::*;
+
+    /// Heads (or batches) of O writing the same memory used to pass the stride checks, and the
+    /// size check then asked for one head's worth only.
+    #[test]
+    fn overlapping_heads_or_batches_of_o_are_refused() {
+        for (batch, heads, seq, d) in [(1, 1, 1, 64), (2, 8, 128, 64), (3, 12, 200, 128)] {
+            let p = AttentionProblem::new(batch, heads, seq, d, false, DType::F16);
+            AttentionLayout::contiguous(&p).check(&p).unwrap();
+            AttentionLayout::packed_qkv(&p).check(&p).unwrap();
+        }
+        let p = AttentionProblem::new(2, 8, 128, 64, false, DType::F16);
+        let ok = AttentionLayout::contiguous(&p);
+        let refused = |o: AttentionStrides, what: &str| {
+            let e = AttentionLayout { o, ..ok }.check(&p).unwrap_err();
+            assert!(
+                matches!(&e, AttentionLaunchError::Strides { tensor: "o", reason } if reason.contains(what)),
+                "{e}"
+            );
+        };
+        refused(AttentionStrides { head: 0, ..ok.o }, "head stride 0");
+        // Heads one row short of a head apart.
+        refused(
+            AttentionStrides {
+                head: 127 * 64,
+                ..ok.o
+            },
+            "head stride",
+        );
+        // Batches that overlap the last head of the previous batch.
+        refused(
+            AttentionStrides {
+                batch: 7 * 128 * 64,
+                ..ok.o
+            },
+            "batch stride",
+        );
+        // Packed rows of O: the next row starts inside this row's last head.
+        let packed = AttentionLayout::packed_qkv(&p);
+        let short_row = AttentionStrides {
+            row: 8 * 64 - 8,
+            ..packed.o
+        };
+        let e = AttentionLayout {
+            o: short_row,
+            ..packed
+        }
+        .check(&p)
+        .unwrap_err();
+        assert!(e.to_string().contains("row stride"), "{e}");
+        // Q, K and V are only read: one K/V head shared by every head is fine.
+        let shared = AttentionStrides { head: 0, ..ok.k };
+        AttentionLayout {
+            k: shared,
+            v: shared,
+            ..ok
+        }
+        .check(&p)
+        .unwrap();
+        // With one head, its stride is never used.
+        let one = AttentionProblem::new(2, 1, 128, 64, false, DType::F16);
+        let o = AttentionStrides {
+            head: 0,
+            ..AttentionStrides::contiguous(&one, 128)
+        };
+        o.check_disjoint("o", &one, 128).unwrap();
+    }
+
+    proptest! {
+        /// A layout the launch accepts never writes one element of O from two positions.
+        #[test]
+        fn accepted_layouts_never_write_an_element_twice(
+            batch in 1u32..4, heads in 1u32..4, seq in 1u32..4,
+            sb in 0u64..80, sh in 0u64..40, sr in 8u64..30,
+        ) {
+            let p = AttentionProblem::new(batch, heads, seq, 64, false, DType::F16);
+            let o = AttentionStrides { batch: 8 * sb, head: 8 * sh, row: 8 * sr };
+            let layout = AttentionLayout { o, ..AttentionLayout::contiguous(&p) };
+            if layout.check(&p).is_ok() {
+                let mut seen = std::collections::HashSet::new();
+                for b in 0..batch as u64 {
+                    for h in 0..heads as u64 {
+                        for r in 0..seq as u64 {
+                            for c in 0..64 {
+                                let e = b * o.batch + h * o.head + r * o.row + c;
+                                prop_assert!(seen.insert(e), "element {} written twice", e);
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

@@ -94,7 +94,14 @@ pub enum GemmLaunchError {
     Runtime(#[from] RuntimeError),
 }
 
-fn need(operand: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), GemmLaunchError> {
+/// Checks that `buf` lives on `stream`'s device, holds `bytes` and is 16-byte aligned.
+fn need(
+    operand: &'static str,
+    buf: &DeviceBuffer,
+    bytes: u64,
+    stream: &Stream,
+) -> Result<(), GemmLaunchError> {
+    buf.check_on_stream_device(stream, "launch_gemm")?;
     if (buf.len() as u64) < bytes {
         return Err(GemmLaunchError::BufferTooSmall {
             operand,
@@ -128,7 +135,8 @@ fn long(what: &'static str, v: u64) -> Result<i64, GemmLaunchError> {
 /// `f` must have been emitted for this problem's dtype, layouts and epilogue (the entry name
 /// encodes them) and `extra` must match the template's documented trailing arguments: those two
 /// facts cannot be checked here; everything else (problem, buffer sizes, alignment, launch limits)
-/// is.
+/// is. Every buffer, the extra ones included, must live on `stream`'s device
+/// ([`GemmLaunchError::Runtime`] otherwise).
 pub fn launch_gemm(
     f: &Function,
     dims: LaunchDims,
@@ -138,16 +146,16 @@ pub fn launch_gemm(
     stream: &Stream,
 ) -> Result<(), GemmLaunchError> {
     p.validate()?;
-    let (ea, eb, ec) = p.buffer_elems();
-    let in_size = p.dtype.size_bytes() as u64;
+    // Checked: an extent that overflows is an invalid problem, never a wrapped small size.
+    let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes()?;
     let out_size = p.epilogue.out_dtype.size_bytes() as u64;
-    need("a", bufs.a, ea * in_size)?;
-    need("b", bufs.b, eb * in_size)?;
-    need("c", bufs.c, ec * out_size)?;
+    need("a", bufs.a, a_bytes, stream)?;
+    need("b", bufs.b, b_bytes, stream)?;
+    need("c", bufs.c, c_bytes, stream)?;
     let bias = match (p.epilogue.bias, bufs.bias) {
         (true, None) => return Err(GemmLaunchError::MissingOperand { operand: "bias" }),
         (true, Some(b)) => {
-            need("bias", b, p.n as u64 * out_size)?;
+            need("bias", b, p.n as u64 * out_size, stream)?;
             b.ptr()
         }
         (false, _) => 0,
@@ -159,11 +167,16 @@ pub fn launch_gemm(
             })
         }
         (true, Some(r)) => {
-            need("residual", r, ec * out_size)?;
+            need("residual", r, c_bytes, stream)?;
             r.ptr()
         }
         (false, _) => 0,
     };
+    for e in extra {
+        if let ExtraArg::Buffer(b) = e {
+            b.check_on_stream_device(stream, "launch_gemm")?;
+        }
+    }
     if dims.dynamic_smem > DEFAULT_DYNAMIC_SMEM {
         f.set_max_dynamic_smem(dims.dynamic_smem)?;
     }

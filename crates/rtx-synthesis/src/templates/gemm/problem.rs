@@ -89,9 +89,11 @@ pub struct GemmProblem {
     pub ldc: u32,
     /// Element stride between consecutive batch entries of A (0 broadcasts one A).
     pub stride_a: u64,
-    /// Element stride between consecutive batch entries of B.
+    /// Element stride between consecutive batch entries of B (0 broadcasts one B).
     pub stride_b: u64,
-    /// Element stride between consecutive batch entries of C.
+    /// Element stride between consecutive batch entries of C (and of the residual). When
+    /// `batch > 1` it must be at least `(m - 1) * ldc + n`, the span of one C matrix: batch
+    /// entries of the output may not overlap.
     pub stride_c: u64,
     /// The fused epilogue.
     pub epilogue: Epilogue,
@@ -168,18 +170,58 @@ impl GemmProblem {
         (a, b)
     }
 
+    /// Elements one operand spans: `rows * ld` for the first batch entry plus `stride` for each
+    /// further one; `None` when that overflows `u64`.
+    fn span_elems(&self, rows: u32, ld: u32, stride: u64) -> Option<u64> {
+        let one = u64::from(rows.max(1)) * u64::from(ld);
+        stride
+            .checked_mul(u64::from(self.batch.max(1)) - 1)?
+            .checked_add(one)
+    }
+
     /// Elements each operand buffer must hold: (A, B, C).
+    ///
+    /// An extent that overflows `u64` saturates to `u64::MAX`, so a size check against it fails
+    /// rather than passing a short buffer; [`GemmProblem::validate`] rejects such problems, and
+    /// [`GemmProblem::buffer_bytes`] reports them as an error.
     pub fn buffer_elems(&self) -> (u64, u64, u64) {
         let ((ar, _), (br, _)) = self.stored_dims();
-        let span = |rows: u32, ld: u32, stride: u64| -> u64 {
-            let one = (rows.max(1) as u64 - 1) * ld as u64 + ld as u64;
-            one + stride * (self.batch.max(1) as u64 - 1)
-        };
+        let span = |rows, ld, stride| self.span_elems(rows, ld, stride).unwrap_or(u64::MAX);
         (
             span(ar, self.lda, self.stride_a),
             span(br, self.ldb, self.stride_b),
             span(self.m, self.ldc, self.stride_c),
         )
+    }
+
+    /// Bytes each operand buffer must hold: (A, B, C); a residual needs as many bytes as C.
+    ///
+    /// Errors, naming the operand, when an extent does not fit in `i64` bytes (the kernels'
+    /// signed 64-bit offsets): the problem is then invalid and [`GemmProblem::validate`] fails
+    /// with the same error. For a valid problem this always succeeds.
+    pub fn buffer_bytes(&self) -> Result<(u64, u64, u64), InvalidGemm> {
+        let ((ar, _), (br, _)) = self.stored_dims();
+        let isz = self.dtype.size_bytes() as u64;
+        let osz = self.epilogue.out_dtype.size_bytes() as u64;
+        let bytes = |operand: &str, rows: u32, ld: u32, stride: u64, esz: u64| {
+            self.span_elems(rows, ld, stride)
+                .and_then(|e| e.checked_mul(esz))
+                .filter(|&b| b <= i64::MAX as u64)
+                .ok_or_else(|| {
+                    let o = operand.to_lowercase();
+                    InvalidGemm {
+                        what: format!(
+                            "{operand} extent: {rows} rows x ld{o}={ld}, plus stride_{o}={stride} for each of {} further batch entries, in {esz}-byte elements exceeds 2^63 - 1 bytes",
+                            self.batch.max(1) - 1
+                        ),
+                    }
+                })
+        };
+        Ok((
+            bytes("A", ar, self.lda, self.stride_a, isz)?,
+            bytes("B", br, self.ldb, self.stride_b, isz)?,
+            bytes("C", self.m, self.ldc, self.stride_c, osz)?,
+        ))
     }
 
     /// Checks that the problem is well-formed; every template calls this first.
@@ -206,6 +248,28 @@ impl GemmProblem {
         }
         if self.ldc < self.n {
             return bad(format!("ldc={} < n={}", self.ldc, self.n));
+        }
+        for (name, stride) in [
+            ("stride_a", self.stride_a),
+            ("stride_b", self.stride_b),
+            ("stride_c", self.stride_c),
+        ] {
+            if stride > i64::MAX as u64 {
+                return bad(format!(
+                    "{name}={stride} exceeds 2^63 - 1 (the kernels take signed 64-bit strides)"
+                ));
+            }
+        }
+        self.buffer_bytes()?;
+        if self.batch > 1 {
+            // Row-major C: one matrix spans (m - 1) * ldc + n elements.
+            let c_span = (u64::from(self.m) - 1) * u64::from(self.ldc) + u64::from(self.n);
+            if self.stride_c < c_span {
+                return bad(format!(
+                    "stride_c={} < {c_span} = (m - 1) * ldc + n: the {} batch entries of C would overlap",
+                    self.stride_c, self.batch
+                ));
+            }
         }
         if self.dtype == DType::Tf32 && self.epilogue.out_dtype != DType::F32 {
             return bad("out_dtype: tf32 GEMMs write f32".to_string());
@@ -239,5 +303,89 @@ mod tests {
         assert!(p.validate().unwrap_err().what.contains("lda"));
         let z = GemmProblem::nn(0, 64, 64, DType::F16);
         assert!(z.validate().unwrap_err().what.contains("m=0"));
+    }
+
+    /// A batch stride whose extent overflows used to pass `validate` (and wrap in release, so a
+    /// one-entry buffer passed the size checks); now the operand is named.
+    #[test]
+    fn batch_strides_whose_extent_overflows_are_rejected() {
+        let mut p = GemmProblem::nn(64, 64, 64, DType::F32).batched(2);
+        p.stride_a = 1 << 62;
+        let e = p.validate().unwrap_err();
+        assert!(
+            e.what.contains("A extent") && e.what.contains("stride_a"),
+            "{e}"
+        );
+        assert_eq!(p.buffer_bytes().unwrap_err(), e);
+        // 2^61 elements of 4 bytes: 2^63 bytes, one past i64::MAX.
+        p.stride_a = 1 << 61;
+        assert!(p.validate().unwrap_err().what.contains("A extent"));
+        p.stride_a = 1 << 60;
+        p.validate().unwrap();
+        // A stride the kernels' signed argument cannot carry.
+        let mut b = GemmProblem::nn(128, 128, 128, DType::Bf16).batched(2);
+        b.stride_b = 1 << 63;
+        assert!(b.validate().unwrap_err().what.contains("stride_b"));
+        // Element counts that overflow u64 saturate rather than wrap.
+        let mut w = GemmProblem::nn(64, 64, 64, DType::F32).batched(3);
+        w.stride_c = 1 << 63;
+        assert_eq!(w.buffer_elems().2, u64::MAX);
+        assert!(w.validate().unwrap_err().what.contains("stride_c"));
+    }
+
+    /// Overlapping output batch entries (a data race between blocks) used to be accepted.
+    #[test]
+    fn overlapping_c_batches_are_rejected_and_broadcast_inputs_kept() {
+        let mut p = GemmProblem::nn(128, 96, 64, DType::Bf16).batched(4);
+        p.ldc = 104;
+        let span = 127 * 104 + 96;
+        for stride_c in [0, 64, span - 1] {
+            p.stride_c = stride_c;
+            let e = p.validate().unwrap_err();
+            assert!(
+                e.what.contains("stride_c") && e.what.contains("overlap"),
+                "{e}"
+            );
+        }
+        p.stride_c = span;
+        p.validate().unwrap();
+        p.stride_a = 0;
+        p.stride_b = 0;
+        p.validate().unwrap();
+        // One batch entry: stride_c is never used.
+        let mut one = GemmProblem::nn(128, 96, 64, DType::Bf16);
+        one.stride_c = 0;
+        one.validate().unwrap();
+    }
+
+    proptest::proptest! {
+        /// Every valid problem's elements lie inside `buffer_elems`, and its batch entries of C
+        /// are disjoint.
+        #[test]
+        fn valid_problems_stay_in_bounds_and_c_entries_are_disjoint(
+            m in 1u32..6, n in 1u32..6, k in 1u32..4, pad_c in 0u32..3,
+            batch in 1u32..4, stride_c in 0u64..40, stride_a in 0u64..40,
+        ) {
+            let mut p = GemmProblem::nn(m, n, k, DType::F16).batched(batch);
+            p.ldc += pad_c;
+            p.stride_c = stride_c;
+            p.stride_a = stride_a;
+            if p.validate().is_ok() {
+                let (ea, _, ec) = p.buffer_elems();
+                let mut seen = std::collections::HashSet::new();
+                for bt in 0..batch as u64 {
+                    for i in 0..m as u64 {
+                        for j in 0..n as u64 {
+                            let c = bt * p.stride_c + i * p.ldc as u64 + j;
+                            proptest::prop_assert!(c < ec);
+                            proptest::prop_assert!(seen.insert(c), "C element {} written twice", c);
+                        }
+                        for kk in 0..k as u64 {
+                            proptest::prop_assert!(bt * p.stride_a + i * p.lda as u64 + kk < ea);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

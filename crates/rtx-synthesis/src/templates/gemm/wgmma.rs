@@ -692,15 +692,15 @@ impl WgmmaGemm {
                 p.ldc as u64 * osz
             ));
         }
-        if p.batch > 1
-            && p.stride_c != 0
-            && (!(p.stride_c * osz).is_multiple_of(16) || p.stride_c * osz >= 1 << 40)
-        {
-            return Err(format!(
-                "tma_store: stride_c={} ({} bytes) must be a multiple of 16 bytes below 2^40 for the TMA store",
-                p.stride_c,
-                p.stride_c * osz
-            ));
+        if p.batch > 1 && p.stride_c != 0 {
+            let bytes = p.stride_c.checked_mul(osz);
+            if !bytes.is_some_and(|b| b.is_multiple_of(16) && b < 1 << 40) {
+                return Err(format!(
+                    "tma_store: stride_c={} ({} bytes) must be a multiple of 16 bytes below 2^40 for the TMA store",
+                    p.stride_c,
+                    bytes.map_or_else(|| "over 2^64".to_string(), |b| b.to_string())
+                ));
+            }
         }
         Ok(())
     }
@@ -748,13 +748,14 @@ impl WgmmaGemm {
                 if stride == 0 || staged {
                     continue;
                 }
-                if !(stride * esz).is_multiple_of(16) {
-                    return Err(format!("{name}={stride}: TMA needs the batch stride ({} bytes) to be a multiple of 16", stride * esz));
+                let bytes = stride.checked_mul(esz);
+                if let Some(b) = bytes.filter(|b| !b.is_multiple_of(16)) {
+                    return Err(format!("{name}={stride}: TMA needs the batch stride ({b} bytes) to be a multiple of 16"));
                 }
                 if stride < span {
                     return Err(format!("{name}={stride} < {span}: overlapping batch entries cannot be described by a TMA map"));
                 }
-                if stride * esz >= 1 << 40 {
+                if bytes.is_none_or(|b| b >= 1 << 40) {
                     return Err(format!(
                         "{name}={stride}: TMA strides must be below 2^40 bytes"
                     ));
@@ -764,10 +765,9 @@ impl WgmmaGemm {
         if st.any() {
             let q = staging::kernel_problem(p);
             for (name, stride) in [("A", q.stride_a), ("B", q.stride_b)] {
-                if stride * esz >= 1 << 40 {
+                if stride.checked_mul(esz).is_none_or(|b| b >= 1 << 40) {
                     return Err(format!(
-                        "staged tf32 {name}: its batch stride ({} bytes) must be below 2^40 (TMA)",
-                        stride * esz
+                        "staged tf32 {name}: its batch stride ({stride} elements of {esz} bytes) must be below 2^40 bytes (TMA)"
                     ));
                 }
             }
@@ -1547,6 +1547,29 @@ mod tests {
             .unwrap_err()
             .reason
             .contains("accumulators"));
+    }
+
+    /// Batch strides whose byte size overflows used to panic (debug) or wrap (release) in
+    /// `check_problem` / `check_tma_store`; now they are refused with a reason.
+    #[test]
+    fn overflowing_batch_strides_are_refused_not_wrapped() {
+        let t = WgmmaGemm::default();
+        let mut p = GemmProblem::nn(128, 128, 128, DType::Bf16).batched(2);
+        p.stride_a = 1 << 63;
+        let c = t.default_config(&p, Arch::Sm90a);
+        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err().reason;
+        assert!(e.contains("stride_a"), "{e}");
+        // check_tma_store is public and takes unvalidated problems: 2^62 f32 elements of C.
+        let mut q = GemmProblem::nn(128, 128, 128, DType::Bf16).batched(2);
+        q.epilogue.out_dtype = DType::F32;
+        q.stride_c = 1 << 62;
+        let e = WgmmaGemm::check_tma_store(&q).unwrap_err();
+        assert!(e.contains("stride_c") && e.contains("over 2^64"), "{e}");
+        // Overlapping C batch entries (all templates refuse them through `validate`).
+        let mut o = GemmProblem::nn(128, 128, 128, DType::Bf16).batched(4);
+        o.stride_c = 64;
+        let e = t.check(&o, &c, Arch::Sm90a).unwrap_err().reason;
+        assert!(e.contains("stride_c") && e.contains("overlap"), "{e}");
     }
 
     #[test]

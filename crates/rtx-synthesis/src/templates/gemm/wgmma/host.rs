@@ -153,7 +153,14 @@ pub fn encode_tensor_map(desc: &TmaDesc, address: u64) -> Result<[u8; TENSOR_MAP
     Ok(out)
 }
 
-fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaLaunchError> {
+/// Checks that `buf` lives on `stream`'s device and holds `bytes`.
+fn need(
+    what: &'static str,
+    buf: &DeviceBuffer,
+    bytes: u64,
+    stream: &Stream,
+) -> Result<(), WgmmaLaunchError> {
+    buf.check_on_stream_device(stream, "WgmmaGemm::enqueue")?;
     if (buf.len() as u64) < bytes {
         return Err(WgmmaLaunchError::BufferTooSmall {
             what,
@@ -167,7 +174,8 @@ fn need(what: &'static str, buf: &DeviceBuffer, bytes: u64) -> Result<(), WgmmaL
 impl WgmmaGemm {
     /// Checks `p`/`c` and the buffers, encodes the tensor maps, sets the kernel's dynamic shared
     /// memory limit and launches `f` (compiled from [`Template::emit`] for the same `p`/`c`) on
-    /// `stream`. Does not synchronize.
+    /// `stream`. Every buffer must live on `stream`'s device ([`WgmmaLaunchError::Runtime`]
+    /// otherwise). Does not synchronize.
     pub fn enqueue(
         &self,
         f: &Function,
@@ -177,12 +185,17 @@ impl WgmmaGemm {
         stream: &Stream,
     ) -> Result<(), WgmmaLaunchError> {
         self.check(p, c, Arch::Sm90a)?;
-        let (ea, eb, ec) = p.buffer_elems();
-        let isz = p.dtype.size_bytes() as u64;
+        // `check` validated the problem, so its extents fit in i64 bytes; still checked, so an
+        // overflow can never turn into a small size.
+        let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes().map_err(|e| ConstraintViolation {
+            template: self.name().to_string(),
+            config: format!("{c:?}"),
+            reason: e.to_string(),
+        })?;
         let osz = p.epilogue.out_dtype.size_bytes() as u64;
-        need("A", bufs.a, ea * isz)?;
-        need("B", bufs.b, eb * isz)?;
-        need("C", bufs.c, ec * osz)?;
+        need("A", bufs.a, a_bytes, stream)?;
+        need("B", bufs.b, b_bytes, stream)?;
+        need("C", bufs.c, c_bytes, stream)?;
         for (what, addr) in [("A", bufs.a.ptr()), ("B", bufs.b.ptr())] {
             if addr % 16 != 0 {
                 return Err(WgmmaLaunchError::Misaligned { what, addr });
@@ -192,7 +205,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "bias" }),
             (true, Some(b)) => {
-                need("bias", b, p.n as u64 * osz)?;
+                need("bias", b, p.n as u64 * osz, stream)?;
                 b.ptr()
             }
         };
@@ -200,7 +213,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "residual" }),
             (true, Some(r)) => {
-                need("residual", r, ec * osz)?;
+                need("residual", r, c_bytes, stream)?;
                 r.ptr()
             }
         };
@@ -213,7 +226,7 @@ impl WgmmaGemm {
                     })
                 }
                 Some(w) => {
-                    need("workspace", w, need_ws)?;
+                    need("workspace", w, need_ws, stream)?;
                     if w.ptr() % 16 != 0 {
                         return Err(WgmmaLaunchError::Misaligned {
                             what: "workspace",
@@ -238,7 +251,7 @@ impl WgmmaGemm {
                     })
                 }
                 Some(w) => {
-                    need("staging", w, staging_bytes(p))?;
+                    need("staging", w, staging_bytes(p), stream)?;
                     if w.ptr() % 16 != 0 {
                         return Err(WgmmaLaunchError::Misaligned {
                             what: "staging",

@@ -166,10 +166,12 @@ fn operand_map(
 ) -> TmaDesc {
     let esz = dtype.size_bytes() as u64;
     let row_bytes = ld as u64 * esz;
+    // Saturating: a problem whose strides overflow fails `TmaDesc::validate` (strides below
+    // 2^40) instead of wrapping to a small, valid-looking stride.
     let (batch_dim, batch_stride) = if p.batch > 1 && stride != 0 {
-        (p.batch as u64, stride * esz)
+        (p.batch as u64, stride.saturating_mul(esz))
     } else {
-        (1, rows as u64 * row_bytes)
+        (1, (rows as u64).saturating_mul(row_bytes))
     };
     TmaDesc {
         dtype,
