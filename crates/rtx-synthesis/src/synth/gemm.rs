@@ -499,6 +499,30 @@ mod tests {
         }
     }
 
+    /// A tf32 problem whose operands exceed 2^63 bytes: the staging pre-pass's size
+    /// (m * k * 4 per batch entry) used to overflow inside `select_family`.
+    #[test]
+    fn tf32_operands_beyond_i64_bytes_find_no_family_without_overflowing() {
+        let info = DeviceInfo::example_sm90();
+        let spec = GemmSpec {
+            batch: 2,
+            ..GemmSpec::new(i32::MAX as u32, 64, i32::MAX as u32, DType::Tf32)
+                .with_layouts(Layout::Col, Layout::Col)
+        };
+        let outcome = spec
+            .problem()
+            .map(|p| select_family(&p, Arch::Sm90a, &info));
+        match outcome {
+            Err(e) => assert!(e.to_string().contains("extent"), "{e}"),
+            Ok(Err(SynthError::NoTemplate { reasons, .. })) => {
+                for r in reasons {
+                    assert!(r.reason.contains("extent"), "{r:?}");
+                }
+            }
+            Ok(other) => panic!("expected no family, got {other:?}"),
+        }
+    }
+
     #[test]
     fn every_dtype_has_its_family() {
         let info = DeviceInfo::example_sm90();
