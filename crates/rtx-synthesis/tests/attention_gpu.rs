@@ -195,7 +195,7 @@ fn default_configs_match_the_reference_on_every_shape_class() {
                     };
                     let name = format!(
                         "{} B{batch} H{heads} Sq{seq_q} Sk{seq_k}",
-                        kernel.kernel.source.entry
+                        kernel.kernel().source().entry
                     );
                     match run_case(&dev, &s, &kernel, &p, &mut rng) {
                         Ok(w) => println!("PASS {name}: worst {w:.3e}"),
@@ -242,7 +242,7 @@ fn every_valid_config_matches_the_reference() {
                             continue;
                         }
                     };
-                    let name = kernel.kernel.source.entry.clone();
+                    let name = kernel.kernel().source().entry.clone();
                     match run_case(&dev, &s, &kernel, &p, &mut rng) {
                         Ok(w) => println!("PASS {name}: worst {w:.3e}"),
                         Err(e) => {

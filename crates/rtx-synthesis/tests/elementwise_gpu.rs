@@ -490,7 +490,7 @@ fn elementwise_kernels_match_the_f64_reference() {
         };
         for &(rows, cols) in &c.shapes {
             for &off in &c.offsets {
-                let name = format!("{} {rows}x{cols} offset{off} ({:?})", c.name, k.config);
+                let name = format!("{} {rows}x{cols} offset{off} ({:?})", c.name, k.config());
                 report_case(
                     &name,
                     run_one(&dev, &s, k, c, rows, cols, off, &mut rng),

@@ -258,7 +258,7 @@ fn run_one(
     off_elems: usize,
     rng: &mut SmallRng,
 ) -> Result<f64, String> {
-    let pr = prepare(&k.problem, rows, cols, off_elems, rng)?;
+    let pr = prepare(k.problem(), rows, cols, off_elems, rng)?;
     let (d, off, n) = (pr.p.dtype, pr.off, rows as usize * cols as usize);
     let xb = upload_at(dev, s, &pr.x, off);
     let rb = pr.r.as_ref().map(|t| upload_at(dev, s, t, off));

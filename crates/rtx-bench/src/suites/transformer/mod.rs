@@ -55,7 +55,7 @@ struct PackedAttention {
 
 impl AttentionStep for PackedAttention {
     fn describe(&self) -> String {
-        let c = &self.kernel.config;
+        let c = self.kernel.config();
         format!(
             "attention bm{} bn{} w{} s{}, qkv read in place",
             c.block_m, c.block_n, c.warps, c.stages

@@ -95,14 +95,29 @@ impl AttentionLaunchError {
 pub struct AttentionKernel {
     /// The problem it was built for (its dtype, head_dim and mask are baked in; its sizes are
     /// the default launch shape).
-    pub problem: AttentionProblem,
+    problem: AttentionProblem,
     /// The config.
-    pub config: AttentionConfig,
+    config: AttentionConfig,
     /// The loaded kernel.
-    pub kernel: LoadedKernel,
+    kernel: LoadedKernel,
 }
 
 impl AttentionKernel {
+    /// The problem it was built for (dtype, head_dim and mask are baked in).
+    pub fn problem(&self) -> &AttentionProblem {
+        &self.problem
+    }
+
+    /// The config.
+    pub fn config(&self) -> &AttentionConfig {
+        &self.config
+    }
+
+    /// The loaded kernel.
+    pub fn kernel(&self) -> &LoadedKernel {
+        &self.kernel
+    }
+
     /// Emits, compiles and loads the kernel for `device`'s architecture.
     pub fn build(
         device: &Device,
@@ -117,7 +132,7 @@ impl AttentionKernel {
         let smem = config.smem_bytes();
         if smem > DEFAULT_DYNAMIC_SMEM {
             kernel
-                .function
+                .function()
                 .set_max_dynamic_smem(smem)
                 .map_err(LaunchError::from)?;
         }
@@ -227,7 +242,7 @@ impl AttentionKernel {
         // before `stream` has run the launch.
         unsafe {
             self.kernel
-                .function
+                .function()
                 .launch(stream, &cfg, &mut args)
                 .map_err(LaunchError::from)?
         };

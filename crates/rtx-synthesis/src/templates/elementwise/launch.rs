@@ -141,15 +141,30 @@ pub fn device_arch(device: &Device) -> Result<Arch, LaunchError> {
 #[derive(Debug)]
 pub struct LoadedKernel {
     /// The generated source.
-    pub source: KernelSource,
+    source: KernelSource,
     /// The ptxas `-v` log of the compile.
-    pub log: String,
+    log: String,
     /// The entry point.
-    pub function: Function,
+    function: Function,
     _module: Module,
 }
 
 impl LoadedKernel {
+    /// The generated source.
+    pub fn source(&self) -> &KernelSource {
+        &self.source
+    }
+
+    /// The ptxas `-v` log of the compile.
+    pub fn log(&self) -> &str {
+        &self.log
+    }
+
+    /// The entry point.
+    pub fn function(&self) -> &Function {
+        &self.function
+    }
+
     /// Compiles `source` for `arch` and loads it on `device`.
     pub fn load(device: &Device, source: KernelSource, arch: Arch) -> Result<Self, LaunchError> {
         let compiled = aot::compile(&source, arch)?;
@@ -185,16 +200,36 @@ pub(crate) fn launch_config(d: &LaunchDims) -> LaunchConfig {
 #[derive(Debug)]
 pub struct ElementwiseKernel {
     /// The problem it was built for (its shape is the launch shape).
-    pub problem: ElementwiseProblem,
+    problem: ElementwiseProblem,
     /// The config.
-    pub config: ElementwiseConfig,
+    config: ElementwiseConfig,
     /// Launch shape.
-    pub dims: LaunchDims,
+    dims: LaunchDims,
     /// The loaded kernel.
-    pub kernel: LoadedKernel,
+    kernel: LoadedKernel,
 }
 
 impl ElementwiseKernel {
+    /// The problem it was built for (its shape is the launch shape).
+    pub fn problem(&self) -> &ElementwiseProblem {
+        &self.problem
+    }
+
+    /// The config.
+    pub fn config(&self) -> &ElementwiseConfig {
+        &self.config
+    }
+
+    /// Launch shape.
+    pub fn dims(&self) -> &LaunchDims {
+        &self.dims
+    }
+
+    /// The loaded kernel.
+    pub fn kernel(&self) -> &LoadedKernel {
+        &self.kernel
+    }
+
     /// Emits, compiles and loads the kernel for `device`'s architecture.
     pub fn build(
         device: &Device,

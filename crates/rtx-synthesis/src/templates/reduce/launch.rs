@@ -30,14 +30,29 @@ pub struct RowBuffers<'a> {
 #[derive(Debug)]
 pub struct RowReduceKernel {
     /// The problem it was built for.
-    pub problem: RowProblem,
+    problem: RowProblem,
     /// The config.
-    pub config: RowConfig,
+    config: RowConfig,
     /// The loaded kernel.
-    pub kernel: LoadedKernel,
+    kernel: LoadedKernel,
 }
 
 impl RowReduceKernel {
+    /// The problem it was built for.
+    pub fn problem(&self) -> &RowProblem {
+        &self.problem
+    }
+
+    /// The config.
+    pub fn config(&self) -> &RowConfig {
+        &self.config
+    }
+
+    /// The loaded kernel.
+    pub fn kernel(&self) -> &LoadedKernel {
+        &self.kernel
+    }
+
     /// Emits, compiles and loads the kernel for `device`'s architecture.
     pub fn build(
         device: &Device,
@@ -84,7 +99,7 @@ impl RowReduceKernel {
             cols,
             ..self.problem
         };
-        enqueue_rows(&self.kernel.function, &p, &self.config, stream, bufs)
+        enqueue_rows(self.kernel.function(), &p, &self.config, stream, bufs)
     }
 }
 
