@@ -373,6 +373,18 @@ impl Function {
         Ok(())
     }
 
+    /// Raises the dynamic shared memory limit to `bytes` when it is below that (a no-op
+    /// otherwise). Launch paths call this rather than comparing with 48 KiB: the driver's default
+    /// limit is 48 KiB *minus the kernel's static shared memory*, so a kernel with 128 static
+    /// bytes cannot launch with exactly 48 KiB of dynamic memory without opting in.
+    pub fn ensure_dynamic_smem(&self, bytes: u32) -> Result<(), RuntimeError> {
+        if bytes > self.max_dynamic_smem.load(Ordering::Relaxed) {
+            self.set_max_dynamic_smem(bytes)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Checks `cfg` against the device and this kernel's own limits (register-limited block
     /// size, dynamic shared memory limit) without launching.
     pub fn check_launch(&self, cfg: &LaunchConfig) -> Result<(), RuntimeError> {

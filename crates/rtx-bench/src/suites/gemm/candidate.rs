@@ -109,11 +109,9 @@ impl AbiKernel {
         let cubin = compile_memo(src, gpu.arch)?;
         let module = gpu.device.load_module(&cubin).map_err(|e| e.to_string())?;
         let function = module.function(&src.entry).map_err(|e| e.to_string())?;
-        if dims.dynamic_smem > 48 * 1024 {
-            function
-                .set_max_dynamic_smem(dims.dynamic_smem)
-                .map_err(|e| e.to_string())?;
-        }
+        function
+            .ensure_dynamic_smem(dims.dynamic_smem)
+            .map_err(|e| e.to_string())?;
         Ok(AbiKernel {
             _module: module,
             function,

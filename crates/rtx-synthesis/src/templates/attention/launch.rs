@@ -12,9 +12,6 @@ use rtx_runtime::{Device, DeviceBuffer, KernelArgs, LaunchConfig, Stream};
 /// Base-pointer alignment the kernel assumes (16-byte `cp.async` and stores).
 pub const ATTN_BASE_ALIGN: u64 = 16;
 
-/// Dynamic shared memory a kernel may use without opting in.
-const DEFAULT_DYNAMIC_SMEM: u32 = 48 * 1024;
-
 /// The tensors of one attention launch (`[batch, heads, seq, head_dim]`, contiguous).
 #[derive(Debug)]
 pub struct AttentionBuffers<'a> {
@@ -129,13 +126,10 @@ impl AttentionKernel {
             .emit(problem, config, arch)
             .map_err(LaunchError::from)?;
         let kernel = LoadedKernel::load(device, source, arch)?;
-        let smem = config.smem_bytes();
-        if smem > DEFAULT_DYNAMIC_SMEM {
-            kernel
-                .function()
-                .set_max_dynamic_smem(smem)
-                .map_err(LaunchError::from)?;
-        }
+        kernel
+            .function()
+            .ensure_dynamic_smem(config.smem_bytes())
+            .map_err(LaunchError::from)?;
         Ok(AttentionKernel {
             problem: *problem,
             config: *config,

@@ -15,9 +15,6 @@ use rtx_runtime::{Device, DeviceBuffer, Function, KernelArgs, LaunchConfig, Runt
 /// Base-pointer alignment every GEMM kernel assumes (vector and `cp.async` accesses).
 pub const GEMM_BASE_ALIGN: u64 = 16;
 
-/// Dynamic shared memory a kernel may use without opting in.
-pub const DEFAULT_DYNAMIC_SMEM: u32 = 48 * 1024;
-
 /// Device buffers of one GEMM launch.
 pub struct GemmBuffers<'a> {
     /// A (input dtype), at least `problem.buffer_elems().0` elements.
@@ -177,9 +174,7 @@ pub fn launch_gemm(
             b.check_on_stream_device(stream, "launch_gemm")?;
         }
     }
-    if dims.dynamic_smem > DEFAULT_DYNAMIC_SMEM {
-        f.set_max_dynamic_smem(dims.dynamic_smem)?;
-    }
+    f.ensure_dynamic_smem(dims.dynamic_smem)?;
     let mut args = KernelArgs::new();
     args.ptr(bufs.a)
         .ptr(bufs.b)
