@@ -394,6 +394,7 @@ impl WgmmaGemm {
     /// Launch dimensions of the tf32 staging pre-pass for `p` (`None` when nothing is staged):
     /// the kernel's block size, one warp-sized 64 x 33 float tile of dynamic shared memory per
     /// warp, at most one block per SM along `x` (a whole number of clusters), `batch` along `z`.
+    /// Total for any config (sizes saturate; `check` rejects the configs where they would).
     pub fn prepass_launch(&self, p: &GemmProblem, c: &WgmmaConfig) -> Option<LaunchDims> {
         if !staging(p).any() {
             return None;
@@ -401,13 +402,20 @@ impl WgmmaGemm {
         let (ta, tb) = staging::prepass_tiles(p);
         let warps = c.threads() / 32;
         let cl = c.cluster_size();
-        let blocks = (ta + tb)
-            .div_ceil(warps as u64)
+        let blocks = ta
+            .saturating_add(tb)
+            .div_ceil(warps.max(1) as u64)
             .clamp(1, self.sm_count.max(1) as u64) as u32;
         Some(LaunchDims {
-            grid: [blocks.next_multiple_of(cl), 1, p.batch.max(1)],
+            grid: [
+                blocks
+                    .checked_next_multiple_of(cl)
+                    .unwrap_or(u32::MAX / cl * cl),
+                1,
+                p.batch.max(1),
+            ],
             block: [c.threads(), 1, 1],
-            dynamic_smem: warps * staging::WARP_TILE_BYTES,
+            dynamic_smem: warps.saturating_mul(staging::WARP_TILE_BYTES),
         })
     }
 
@@ -530,7 +538,7 @@ impl WgmmaGemm {
         if !(1..=16).contains(&c.split_k) {
             return Err(format!("split_k={} must be in 1..=16", c.split_k));
         }
-        if c.split_k > 1 && c.acc_regs() + 40 >= c.launch_regs() {
+        if c.split_k > 1 && c.acc_regs().saturating_add(40) >= c.launch_regs() {
             return Err(format!(
                 "split_k={} with {} accumulators per thread in a {}-thread block ({} registers at launch): the fix-up spills",
                 c.split_k,
@@ -568,7 +576,7 @@ impl WgmmaGemm {
                 c.stage_bytes()
             ));
         }
-        if c.consumer_regs() < c.acc_regs() + 64 {
+        if c.consumer_regs() < c.acc_regs().saturating_add(64) {
             return Err(format!(
                 "consumer register budget {} leaves too little beside {} accumulators",
                 c.consumer_regs(),
@@ -622,8 +630,10 @@ impl WgmmaGemm {
         // alternating): 512^3 24.1 -> 14.9 us (0.40x -> 0.66x cuBLAS), 1024^3 34.5 -> 22.1 us
         // (0.50x -> 0.78x), 64..256 x 8192^2 359-361 -> 336-346 us (the staging pre-pass of B
         // bounds those); 2048^3, 4096^3 and 4096^2 x 1000 unchanged.
-        let units =
-            |c: &WgmmaConfig| c.units(problem.m, problem.n) * u64::from(problem.batch.max(1));
+        let units = |c: &WgmmaConfig| {
+            c.units(problem.m, problem.n)
+                .saturating_mul(u64::from(problem.batch.max(1)))
+        };
         let sms = u64::from(self.sm_count.max(1));
         let rungs: Vec<&DefaultRung> = match problem.dtype {
             DType::F16 | DType::Bf16 => DEFAULT_LADDER.iter().collect(),
@@ -677,7 +687,8 @@ impl WgmmaGemm {
     /// ahead, 9.3 against 9.4 us.
     pub fn b_streams(problem: &GemmProblem, c: &WgmmaConfig) -> bool {
         let (tiles_m, _) = c.tiles(problem.m, problem.n);
-        let b_bytes = problem.k as u64 * problem.n as u64 * problem.dtype.size_bytes() as u64;
+        let b_bytes =
+            (problem.k as u64 * problem.n as u64).saturating_mul(problem.dtype.size_bytes() as u64);
         tiles_m > 1 && b_bytes >= STREAM_B_BYTES
     }
 
@@ -763,6 +774,12 @@ impl WgmmaGemm {
             }
         }
         if st.any() {
+            if staging::checked_staged_ld(p.k).is_none() {
+                return Err(format!(
+                    "K={}: the staged tf32 copies' row pitch (K rounded up to 4 elements) exceeds 2^32 - 1",
+                    p.k
+                ));
+            }
             let q = staging::kernel_problem(p);
             for (name, stride) in [("A", q.stride_a), ("B", q.stride_b)] {
                 if stride.checked_mul(esz).is_none_or(|b| b >= 1 << 40) {
@@ -927,7 +944,9 @@ impl Template for WgmmaGemm {
                 )));
             }
         }
-        let blocks = config.units(problem.m, problem.n) * config.cluster_size() as u64;
+        let blocks = config
+            .units(problem.m, problem.n)
+            .saturating_mul(config.cluster_size() as u64);
         if blocks > i32::MAX as u64 {
             return Err(fail(format!(
                 "{blocks} work units exceed the 2^31-1 grid limit"
@@ -999,6 +1018,7 @@ impl Template for WgmmaGemm {
         })
     }
 
+    /// Total for any config: a config `check` rejects gets a saturated grid and block.
     fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
         let cl = config.cluster_size();
         let units = config.units(problem.m, problem.n).clamp(1, i32::MAX as u64) as u32;
@@ -1009,7 +1029,7 @@ impl Template for WgmmaGemm {
             units
         };
         LaunchDims {
-            grid: [clusters * cl, 1, problem.batch.max(1)],
+            grid: [clusters.saturating_mul(cl), 1, problem.batch.max(1)],
             block: [config.threads(), 1, 1],
             dynamic_smem: config.smem_bytes(),
         }
@@ -1028,22 +1048,26 @@ impl Template for WgmmaGemm {
         cost::estimate_us(problem, config, &device)
     }
 
+    /// Total for any config: computed in `u64` from the fields, with `cluster_m` / `split_k`
+    /// of 0 counting as 1.
     fn complexity(&self, c: &WgmmaConfig) -> u64 {
-        (c.stages
-            + 2 * c.consumers
-            + 4 * (c.cluster_m - 1)
-            + 4 * c.cluster_k.saturating_sub(1)
-            + u32::from(c.persistent)
-            + u32::from(c.raster_group > 1)
-            + 2 * (c.split_k - 1).min(4)
-            + 2 * u32::from(c.pingpong)
-            + u32::from(c.tma_store)) as u64
+        let f = u64::from;
+        f(c.stages)
+            + 2 * f(c.consumers)
+            + 4 * f(c.cluster_m.saturating_sub(1))
+            + 4 * f(c.cluster_k.saturating_sub(1))
+            + f(u32::from(c.persistent))
+            + f(u32::from(c.raster_group > 1))
+            + 2 * f(c.split_k.saturating_sub(1).min(4))
+            + 2 * f(u32::from(c.pingpong))
+            + f(u32::from(c.tma_store))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn default_config_is_valid_for_every_layout_and_dtype() {
@@ -1820,5 +1844,207 @@ mod tests {
             !t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a)
                 .tma_store
         );
+    }
+
+    /// Configs from an imported tuning database may hold any field values: `complexity`
+    /// underflowed on `cluster_m` / `split_k` 0, the thread count of 2^25 - 1 consumers and the
+    /// cluster size of `cluster_m` 2^31 x `cluster_k` 2 overflowed in `launch` and
+    /// `prepass_launch` (panics in debug, wraps in release). Now they saturate, and `check`
+    /// refuses the configs.
+    #[test]
+    fn out_of_space_configs_saturate_in_launch_and_complexity() {
+        let t = WgmmaGemm::new(132);
+        let p = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
+        let base = t.default_config(&p, Arch::Sm90a);
+        let zero = WgmmaConfig {
+            cluster_m: 0,
+            split_k: 0,
+            ..base.clone()
+        };
+        assert_eq!(t.complexity(&zero), t.complexity(&base));
+        let wide = WgmmaConfig {
+            consumers: (1 << 25) - 1,
+            ..base.clone()
+        };
+        assert_eq!(t.launch(&p, &wide).block, [u32::MAX, 1, 1]);
+        assert_eq!(t.prepass_launch(&p, &wide).unwrap().block, [u32::MAX, 1, 1]);
+        let cluster = WgmmaConfig {
+            cluster_m: 1 << 31,
+            cluster_k: 2,
+            ..base.clone()
+        };
+        assert_eq!(t.launch(&p, &cluster).grid[0], u32::MAX);
+        assert_eq!(t.prepass_launch(&p, &cluster).unwrap().grid[0], u32::MAX);
+        for c in [&zero, &wide, &cluster] {
+            assert!(t.check(&p, c, Arch::Sm90a).is_err(), "{c:?}");
+        }
+        // A staged tf32 K within 3 of 2^32: its staged row pitch (K rounded up to 4) overflowed
+        // in `check` and in the tensor maps; now `check` names it.
+        let k = GemmProblem::new(64, 64, u32::MAX, DType::Tf32, Layout::Col, Layout::Row);
+        let _ = (t.tensor_maps(&k, &base), WgmmaGemm::staging_bytes(&k));
+        let e = t.check(&k, &base, Arch::Sm90a).unwrap_err().reason;
+        assert!(e.contains("row pitch"), "{e}");
+    }
+
+    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
+    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
+        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
+    }
+
+    /// A few problems: each dtype, an M/N-major operand (tf32: staged), batched, skinny, and one
+    /// at the extremes of every extent.
+    fn problems() -> Vec<GemmProblem> {
+        vec![
+            GemmProblem::nn(4096, 4096, 4096, DType::Bf16),
+            GemmProblem::new(64, 8192, 8192, DType::F16, Layout::Row, Layout::Col),
+            GemmProblem::nn(4000, 4000, 4096, DType::Tf32),
+            GemmProblem::new(1000, 1000, 1000, DType::Bf16, Layout::Col, Layout::Row).batched(3),
+            GemmProblem::nn(u32::MAX, u32::MAX, u32::MAX, DType::Tf32).batched(u32::MAX),
+        ]
+    }
+
+    /// Calls everything public that takes a config: `check`, `launch`, `complexity`, the cost
+    /// model, the default config, the pre-pass launch, the tensor maps, the shared-memory layout
+    /// and every resource helper must answer without panicking (in debug builds: without
+    /// overflowing). A config `check` accepts launches its block with the shared memory it asks
+    /// for, on whole clusters, and emits.
+    fn exercise(
+        t: WgmmaGemm,
+        p: &GemmProblem,
+        c: &WgmmaConfig,
+        arch: Arch,
+        rank: u32,
+    ) -> Result<(), TestCaseError> {
+        let (m, n, b) = (p.m, p.n, p.batch);
+        let _ = (c.threads(), c.rows_per_consumer(), c.cols_per_consumer());
+        let _ = (
+            c.consumers_per_unit(),
+            c.warps_per_tile(),
+            c.m_iters(),
+            c.n_iters(),
+        );
+        let _ = (
+            c.acc_regs(),
+            c.a_stage_bytes(),
+            c.b_stage_bytes(),
+            c.stage_bytes(),
+        );
+        let _ = (
+            c.barrier_offset(),
+            c.barrier_bytes(),
+            c.cluster_size(),
+            c.epi_offset(),
+        );
+        let _ = (
+            c.red_bytes(),
+            c.red_offset(),
+            c.epi_span_bytes(),
+            c.epi_box_bytes(),
+        );
+        let _ = (
+            c.epi_bytes(),
+            c.smem_bytes(),
+            c.launch_regs(),
+            c.consumer_regs(),
+        );
+        let _ = (c.tiles(m, n), c.units(m, n), c.tile_slots(m, n), c.tag());
+        let _ = (
+            c.workspace_partial_bytes(m, n, b),
+            c.workspace_bytes(m, n, b),
+        );
+        let _ = (layout::a_consumer_offset(c), layout::b_consumer_offset(c));
+        let _ = layout::b_desc_offset(c, rank == 0, rank, 3);
+        let _ = (layout::a_boxes(c, true), layout::a_boxes(c, false));
+        let _ = (
+            layout::b_boxes(c, true, rank),
+            layout::b_boxes(c, false, rank),
+        );
+        let _ = (t.tensor_maps(p, c), tma_desc_c(p, c), t.entry_name(p, c));
+        let _ = (
+            WgmmaGemm::check_config_for(p, c),
+            WgmmaGemm::b_streams(p, c),
+        );
+        let facts = crate::tuner::DeviceFacts::lookup("NVIDIA H200", (9, 0)).unwrap();
+        let _ = (
+            t.estimate_us(p, c, &facts),
+            t.complexity(c),
+            t.default_config(p, arch),
+        );
+        let pre = t.prepass_launch(p, c);
+        let d = t.launch(p, c);
+        if t.check(p, c, arch).is_ok() {
+            prop_assert_eq!(d.block, [c.threads(), 1, 1]);
+            prop_assert_eq!(d.dynamic_smem, c.smem_bytes());
+            prop_assert!(d.dynamic_smem <= arch.max_smem_per_block_optin());
+            prop_assert!(d.grid[0] > 0 && d.grid[0].is_multiple_of(c.cluster_size()));
+            prop_assert!(pre.is_none_or(|q| q.grid[0].is_multiple_of(c.cluster_size())));
+            prop_assert!(t.emit(p, c, arch).is_ok());
+        }
+        Ok(())
+    }
+
+    /// Valid configs of the (in-range) problems of [`problems`], with their problem.
+    fn valid_pairs() -> Vec<(GemmProblem, WgmmaConfig)> {
+        let t = WgmmaGemm {
+            experimental: true,
+            ..WgmmaGemm::new(132)
+        };
+        problems()
+            .into_iter()
+            .flat_map(|p| {
+                let v = t.valid_space(&p, Arch::Sm90a);
+                v.into_iter().step_by(7).map(move |c| (p, c))
+            })
+            .collect()
+    }
+
+    proptest! {
+        /// Any config fields (configs may come from an imported tuning database with any
+        /// values): see [`exercise`].
+        #[test]
+        fn any_config_fields_never_panic(
+            p in proptest::sample::select(problems()),
+            sm_count in field(&[132]),
+            bm in field(&[64, 128, 192, 256]),
+            bn in field(&[64, 128, 160, 192, 256]),
+            bk in field(&[BLOCK_K, BLOCK_K_TF32]),
+            consumers in field(&[1, 2, 3]),
+            wgmma_n in field(&[64, 80, 128, 160, 256]),
+            stages in field(&[2, 4, 6, MAX_STAGES]),
+            cluster_m in field(&[1, 2]),
+            persistent in any::<bool>(),
+            raster_group in field(&[1, 8]),
+            split_k in field(&[1, 2, 4]),
+            pingpong in any::<bool>(),
+            tma_store in any::<bool>(),
+            split_n in any::<bool>(),
+            cluster_k in field(&[1, 2]),
+            rank in field(&[0, 1]),
+            arch in proptest::sample::select(vec![Arch::Sm80, Arch::Sm90a, Arch::Sm120]),
+        ) {
+            let c = WgmmaConfig {
+                bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group,
+                split_k, pingpong, tma_store, split_n, cluster_k,
+            };
+            exercise(WgmmaGemm::new(sm_count), &p, &c, arch, rank)?;
+        }
+
+        /// A valid config with one field replaced by any value (near the space, so that some
+        /// still pass `check`): see [`exercise`].
+        #[test]
+        fn one_field_off_a_valid_config_never_panics(
+            (p, valid) in proptest::sample::select(valid_pairs()),
+            which in 0usize..10,
+            value in field(&[0, 1, 2, 3, 64, 128, 256, 512]),
+            rank in field(&[0, 1]),
+        ) {
+            let mut c = valid;
+            *[
+                &mut c.bm, &mut c.bn, &mut c.bk, &mut c.consumers, &mut c.wgmma_n,
+                &mut c.stages, &mut c.cluster_m, &mut c.raster_group, &mut c.split_k,
+                &mut c.cluster_k,
+            ][which] = value;
+            exercise(WgmmaGemm::new(132), &p, &c, Arch::Sm90a, rank)?;
+        }
     }
 }

@@ -1186,8 +1186,11 @@ fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
     }
 }
 
-/// The full translation unit for `p` and `c` with entry point `entry` (config already checked).
-pub fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
+/// The full translation unit for `p` and `c` with entry point `entry`. `c` must have passed
+/// [`WgmmaGemm::check`](crate::templates::Template::check) for `p` (its loops unroll over the
+/// config's extents), so only [`Template::emit`](crate::templates::Template::emit), which checks
+/// first, calls it.
+pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> String {
     let mut w = CudaWriter::new();
     w.comment(format!(
         "rtx wgmma GEMM: {} {:?}{:?}, config {}",

@@ -95,10 +95,20 @@ fn one() -> u32 {
     1
 }
 
+/// `x` rounded up to a multiple of `m` (> 0), saturating at the largest `u32` multiple of `m`.
+fn round_up(x: u32, m: u32) -> u32 {
+    x.checked_next_multiple_of(m).unwrap_or(u32::MAX / m * m)
+}
+
+/// Every helper below is total: a config far outside the space (an imported tuning database may
+/// hold any field values; [`crate::templates::Template::check`] rejects it) gets sizes that
+/// saturate near `u32::MAX` / `u64::MAX` and zero divisors read as 1, never an overflow panic
+/// (debug) or a wrapped, small-looking value (release). For configs `check` accepts, every value
+/// is the exact one the kernel is generated from.
 impl WgmmaConfig {
     /// Threads per block: one producer warpgroup plus the consumers.
     pub fn threads(&self) -> u32 {
-        WARPGROUP * (1 + self.consumers)
+        WARPGROUP.saturating_mul(self.consumers.saturating_add(1))
     }
 
     /// Rows of C one consumer warpgroup owns (the whole tile in ping-pong or column-split mode).
@@ -130,7 +140,7 @@ impl WgmmaConfig {
 
     /// Warps holding accumulators of one tile (each owns distinct rows): 4 per consumer warpgroup of a unit.
     pub fn warps_per_tile(&self) -> u32 {
-        4 * self.consumers_per_unit()
+        self.consumers_per_unit().saturating_mul(4)
     }
 
     /// wgmma m64 instructions per consumer per K slice along M.
@@ -145,52 +155,56 @@ impl WgmmaConfig {
 
     /// fp32 accumulator registers per consumer thread.
     pub fn acc_regs(&self) -> u32 {
-        self.m_iters() * self.cols_per_consumer() / 2
+        self.m_iters().saturating_mul(self.cols_per_consumer()) / 2
     }
 
     /// Bytes of A in one stage: `bm` rows of one 128-byte K span.
     pub fn a_stage_bytes(&self) -> u32 {
-        self.bm * SWIZZLE_BYTES
+        self.bm.saturating_mul(SWIZZLE_BYTES)
     }
 
     /// Bytes of B in one stage: `bn` rows of one 128-byte K span, rounded up to whole 64-column
     /// boxes (an MN-major B with `bn` 160 loads three 64 x 64 boxes; a K-major one leaves the
     /// last 32 rows unused).
     pub fn b_stage_bytes(&self) -> u32 {
-        self.bn.next_multiple_of(64) * SWIZZLE_BYTES
+        round_up(self.bn, 64).saturating_mul(SWIZZLE_BYTES)
     }
 
     /// Bytes TMA delivers per stage (both operands, full boxes including zero fill).
     pub fn stage_bytes(&self) -> u32 {
-        self.a_stage_bytes() + self.b_stage_bytes()
+        self.a_stage_bytes().saturating_add(self.b_stage_bytes())
     }
 
     /// Offset of the mbarriers from the aligned shared-memory base.
     pub fn barrier_offset(&self) -> u32 {
-        self.stages * self.stage_bytes()
+        self.stages.saturating_mul(self.stage_bytes())
     }
 
     /// Bytes of mbarriers: `full` and `empty` per stage, plus the reduction buffer's `full` and
     /// `empty` with cluster split-K.
     pub fn barrier_bytes(&self) -> u32 {
-        16 * self.stages + if self.cluster_k > 1 { 16 } else { 0 }
+        let red = if self.cluster_k > 1 { 16 } else { 0 };
+        self.stages.saturating_mul(16).saturating_add(red)
     }
 
     /// CTAs in one cluster: `cluster_m` (B multicast) times `cluster_k` (cluster split-K).
     pub fn cluster_size(&self) -> u32 {
-        self.cluster_m.max(1) * self.cluster_k.max(1)
+        self.cluster_m.max(1).saturating_mul(self.cluster_k.max(1))
     }
 
     /// Offset of the TMA-store epilogue boxes (1024-aligned for the 128-byte swizzle).
     pub fn epi_offset(&self) -> u32 {
-        (self.barrier_offset() + self.barrier_bytes()).div_ceil(1024) * 1024
+        round_up(
+            self.barrier_offset().saturating_add(self.barrier_bytes()),
+            1024,
+        )
     }
 
     /// Bytes of the cluster split-K reduction buffer: one consumer warpgroup's fp32
     /// accumulators (0 without cluster split-K).
     pub fn red_bytes(&self) -> u32 {
         if self.cluster_k > 1 {
-            self.acc_regs() * 4 * WARPGROUP
+            self.acc_regs().saturating_mul(4 * WARPGROUP)
         } else {
             0
         }
@@ -199,16 +213,16 @@ impl WgmmaConfig {
     /// End of the ring, the barriers and (with `tma_store`) the epilogue boxes.
     fn pipeline_end(&self) -> u32 {
         if self.tma_store {
-            self.epi_offset() + self.epi_bytes()
+            self.epi_offset().saturating_add(self.epi_bytes())
         } else {
-            self.barrier_offset() + self.barrier_bytes()
+            self.barrier_offset().saturating_add(self.barrier_bytes())
         }
     }
 
     /// Offset of the cluster split-K reduction buffer: after the epilogue boxes (or the
     /// barriers), 128-byte aligned.
     pub fn red_offset(&self) -> u32 {
-        self.pipeline_end().next_multiple_of(128)
+        round_up(self.pipeline_end(), 128)
     }
 
     /// Bytes of one row of a TMA-store staging box: a 128-byte swizzle span when a consumer's
@@ -230,7 +244,7 @@ impl WgmmaConfig {
     /// Bytes of the TMA-store epilogue boxes: two per consumer warpgroup (0 without `tma_store`).
     pub fn epi_bytes(&self) -> u32 {
         if self.tma_store {
-            self.consumers * 2 * self.epi_box_bytes()
+            self.consumers.saturating_mul(2 * self.epi_box_bytes())
         } else {
             0
         }
@@ -240,24 +254,24 @@ impl WgmmaConfig {
     /// boxes (with `tma_store`), the reduction buffer (with cluster split-K) and alignment slack.
     pub fn smem_bytes(&self) -> u32 {
         let end = if self.cluster_k > 1 {
-            self.red_offset() + self.red_bytes()
+            self.red_offset().saturating_add(self.red_bytes())
         } else {
             self.pipeline_end()
         };
-        end + SMEM_ALIGN_SLACK
+        end.saturating_add(SMEM_ALIGN_SLACK)
     }
 
     /// Registers per thread ptxas may use at launch with `__launch_bounds__(threads, 1)`.
     pub fn launch_regs(&self) -> u32 {
-        ((REGS_PER_SM / self.threads()) / 8 * 8).min(248)
+        ((REGS_PER_SM / self.threads().max(1)) / 8 * 8).min(248)
     }
 
     /// Registers per thread the consumers raise to with `setmaxnreg.inc` (multiple of 8, <= 240),
     /// chosen so producer + consumers fit in the block's launch allocation.
     pub fn consumer_regs(&self) -> u32 {
-        let pool = self.launch_regs() * self.threads();
+        let pool = self.launch_regs().saturating_mul(self.threads());
         let left = pool.saturating_sub(WARPGROUP * PRODUCER_REGS);
-        (left / (WARPGROUP * self.consumers.max(1)) / 8 * 8).min(240)
+        (left / WARPGROUP.saturating_mul(self.consumers.max(1)) / 8 * 8).min(240)
     }
 
     /// Number of tile rows / columns of C for an `m x n` problem: `(tiles_m, tiles_n)`.
@@ -268,14 +282,15 @@ impl WgmmaConfig {
     /// Work units of an `m x n` problem (per batch entry): cluster tiles times `split_k`.
     pub fn units(&self, m: u32, n: u32) -> u64 {
         let (tm, tn) = self.tiles(m, n);
-        tm.div_ceil(self.cluster_m.max(1)) as u64 * tn as u64 * self.split_k.max(1) as u64
+        (tm.div_ceil(self.cluster_m.max(1)) as u64 * tn as u64)
+            .saturating_mul(self.split_k.max(1) as u64)
     }
 
     /// Tile slots of the split-K workspace per batch entry (tile rows rounded up to whole clusters).
     pub fn tile_slots(&self, m: u32, n: u32) -> u64 {
         let (tm, tn) = self.tiles(m, n);
-        let cl = self.cluster_m.max(1);
-        (tm.div_ceil(cl) * cl) as u64 * tn as u64
+        let cl = self.cluster_m.max(1) as u64;
+        ((tm as u64).div_ceil(cl) * cl).saturating_mul(tn as u64)
     }
 
     /// Bytes of f32 partial sums in the split-K workspace (0 when `split_k == 1`).
@@ -283,13 +298,16 @@ impl WgmmaConfig {
         if self.split_k <= 1 {
             return 0;
         }
-        let b = batch.max(1) as u64
-            * self.tile_slots(m, n)
-            * self.split_k as u64
-            * self.bm as u64
-            * self.bn as u64
-            * 4;
-        b.div_ceil(256) * 256
+        let b = [
+            self.tile_slots(m, n),
+            self.split_k as u64,
+            self.bm as u64,
+            self.bn as u64,
+            4,
+        ]
+        .into_iter()
+        .fold(batch.max(1) as u64, u64::saturating_mul);
+        b.div_ceil(256).saturating_mul(256)
     }
 
     /// Bytes of the split-K workspace: the partials, then one u32 arrival counter per warp and
@@ -298,8 +316,11 @@ impl WgmmaConfig {
         if self.split_k <= 1 {
             return 0;
         }
+        let counters = [self.tile_slots(m, n), self.warps_per_tile() as u64, 4]
+            .into_iter()
+            .fold(batch.max(1) as u64, u64::saturating_mul);
         self.workspace_partial_bytes(m, n, batch)
-            + batch.max(1) as u64 * self.tile_slots(m, n) * self.warps_per_tile() as u64 * 4
+            .saturating_add(counters)
     }
 
     /// Short identifier of the code-relevant fields, used in the kernel entry name.
@@ -508,6 +529,68 @@ mod tests {
             (0, 16 * 4, 1)
         );
         assert!(!plain.tag().contains("_ck"));
+    }
+
+    /// Configs may come from an imported tuning database with any field values: the helpers
+    /// saturate (they used to overflow in debug builds and wrap in release, `launch_regs`
+    /// dividing by a wrapped-to-0 thread count) and read zero divisors as 1.
+    #[test]
+    fn huge_and_zero_fields_saturate_instead_of_overflowing() {
+        let huge = WgmmaConfig {
+            bm: u32::MAX,
+            bn: u32::MAX,
+            consumers: u32::MAX,
+            stages: u32::MAX,
+            cluster_m: u32::MAX,
+            split_k: u32::MAX,
+            tma_store: true,
+            cluster_k: u32::MAX,
+            ..big()
+        };
+        assert_eq!(huge.threads(), u32::MAX);
+        assert_eq!((huge.launch_regs(), huge.consumer_regs()), (0, 0));
+        assert_eq!(huge.stage_bytes(), u32::MAX);
+        assert_eq!(huge.barrier_bytes(), u32::MAX);
+        assert_eq!(huge.epi_offset() % 1024, 0);
+        assert_eq!(huge.red_offset() % 128, 0);
+        assert_eq!(huge.smem_bytes(), u32::MAX);
+        assert_eq!(huge.cluster_size(), u32::MAX);
+        assert_eq!(huge.warps_per_tile(), u32::MAX);
+        let (m, n) = (u32::MAX, u32::MAX);
+        assert_eq!(huge.workspace_bytes(m, n, u32::MAX), u64::MAX);
+        let tiny = WgmmaConfig {
+            bm: 1,
+            bn: 1,
+            cluster_m: 1,
+            ..huge.clone()
+        };
+        assert_eq!(tiny.units(m, n), u64::MAX);
+        assert_eq!(
+            tiny.tile_slots(m, n),
+            u64::from(u32::MAX) * u64::from(u32::MAX)
+        );
+        // (2^25 - 1) + 1 consumers = 2^32 threads wrapped to 0 in release.
+        let wide = WgmmaConfig {
+            consumers: (1 << 25) - 1,
+            ..big()
+        };
+        assert_eq!(wide.threads(), u32::MAX);
+        assert_eq!(wide.launch_regs(), 0);
+        let zero = WgmmaConfig {
+            bm: 0,
+            bn: 0,
+            consumers: 0,
+            wgmma_n: 0,
+            stages: 0,
+            cluster_m: 0,
+            split_k: 0,
+            cluster_k: 0,
+            ..big()
+        };
+        assert_eq!(zero.tiles(100, 200), (100, 200));
+        assert_eq!((zero.units(100, 200), zero.cluster_size()), (100 * 200, 1));
+        assert_eq!((zero.m_iters(), zero.n_iters(), zero.acc_regs()), (0, 0, 0));
+        assert_eq!(zero.smem_bytes(), SMEM_ALIGN_SLACK);
     }
 
     #[test]

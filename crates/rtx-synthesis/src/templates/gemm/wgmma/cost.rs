@@ -101,11 +101,18 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     let kblocks = p.k.div_ceil(BLOCK_K).max(1);
     // A CTA of a cluster split-K pair runs its half of the unit's k-blocks (the larger half).
     let kb_unit = f64::from(kblocks.div_ceil(split).div_ceil(ck));
-    let units = c.units(p.m, p.n) * u64::from(cl) * u64::from(p.batch.max(1));
+    let units = c
+        .units(p.m, p.n)
+        .saturating_mul(u64::from(cl))
+        .saturating_mul(u64::from(p.batch.max(1)));
 
     // One k-block of one unit (seconds).
     let t_math = 2.0 * bm * bn * f64::from(BLOCK_K) / (peak / f64::from(sms));
-    let wgmma_per_k16 = f64::from(c.consumers_per_unit() * c.m_iters() * c.n_iters());
+    let wgmma_per_k16 = f64::from(
+        c.consumers_per_unit()
+            .saturating_mul(c.m_iters())
+            .saturating_mul(c.n_iters()),
+    );
     let operand_reads = K16_PER_BLOCK * wgmma_per_k16 * (64.0 * 16.0 * in_b + 16.0 * wn * in_b);
     let stage = (bm + bn) * f64::from(BLOCK_K) * in_b;
     let t_smem = (operand_reads + stage) / SMEM_BYTES_PER_CLK / clk;

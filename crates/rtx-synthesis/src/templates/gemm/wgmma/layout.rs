@@ -55,20 +55,22 @@ pub const A_BOX_ROWS: u32 = 64;
 
 /// The A boxes one CTA loads per stage: `bm / 64` boxes of 64 rows of 128 bytes each (64 M
 /// rows of a K-major tile, or 64 K rows of 64 M elements of an MN-major one), box `j` at M
-/// offset `64 j`, so the producer skips those past M.
+/// offset `64 j`, so the producer skips those past M. For a config far outside the space
+/// (which `check` rejects), only the boxes whose offset fits in `u32`.
 pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
     const _: () = assert!(A_BOX_ROWS * SWIZZLE_BYTES == BOX_BYTES);
     (0..c.bm / A_BOX_ROWS)
-        .map(|j| {
+        .map_while(|j| {
+            let smem_offset = j.checked_mul(BOX_BYTES)?;
             let mn = j * A_BOX_ROWS;
             let (inner, outer) = if k_major { (0, mn) } else { (mn, 0) };
-            TmaBox {
-                smem_offset: j * BOX_BYTES,
+            Some(TmaBox {
+                smem_offset,
                 inner,
                 outer,
                 mn,
                 bytes: BOX_BYTES,
-            }
+            })
         })
         .collect()
 }
@@ -76,27 +78,32 @@ pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
 /// The B boxes cluster rank `rank` loads per stage (multicast to the whole cluster when
 /// `cluster_m > 1`; each rank loads `1 / cluster_m` of the tile's columns). An MN-major B tile
 /// whose `bn` is not a multiple of 64 (160) loads its last 64-column box whole: the columns
-/// past the tile are never read by a wgmma.
+/// past the tile are never read by a wgmma. For a config far outside the space (which `check`
+/// rejects), offsets saturate and only the MN-major boxes whose offset fits in `u32` are listed.
 pub fn b_boxes(c: &WgmmaConfig, k_major: bool, rank: u32) -> Vec<TmaBox> {
     let cl = c.cluster_m.max(1);
     if k_major {
         let part = c.bn / cl;
+        let mn = rank.saturating_mul(part);
         vec![TmaBox {
-            smem_offset: rank * part * SWIZZLE_BYTES,
+            smem_offset: mn.saturating_mul(SWIZZLE_BYTES),
             inner: 0,
-            outer: rank * part,
-            mn: rank * part,
-            bytes: part * SWIZZLE_BYTES,
+            outer: mn,
+            mn,
+            bytes: part.saturating_mul(SWIZZLE_BYTES),
         }]
     } else {
         let per = c.bn.div_ceil(64) / cl;
-        (rank * per..(rank + 1) * per)
-            .map(|j| TmaBox {
-                smem_offset: j * BOX_BYTES,
-                inner: j * 64,
-                outer: 0,
-                mn: j * 64,
-                bytes: BOX_BYTES,
+        let first = rank.saturating_mul(per);
+        (first..first.saturating_add(per))
+            .map_while(|j| {
+                Some(TmaBox {
+                    smem_offset: j.checked_mul(BOX_BYTES)?,
+                    inner: j * 64,
+                    outer: 0,
+                    mn: j * 64,
+                    bytes: BOX_BYTES,
+                })
             })
             .collect()
     }
@@ -110,7 +117,7 @@ pub fn a_consumer_offset(c: &WgmmaConfig) -> u32 {
     if c.pingpong || c.split_n {
         0
     } else {
-        c.rows_per_consumer() * SWIZZLE_BYTES
+        c.rows_per_consumer().saturating_mul(SWIZZLE_BYTES)
     }
 }
 
@@ -119,20 +126,25 @@ pub fn a_consumer_offset(c: &WgmmaConfig) -> u32 {
 /// bytes per column either way), else 0.
 pub fn b_consumer_offset(c: &WgmmaConfig) -> u32 {
     if c.split_n {
-        c.cols_per_consumer() * SWIZZLE_BYTES
+        c.cols_per_consumer().saturating_mul(SWIZZLE_BYTES)
     } else {
         0
     }
 }
 
-/// Descriptor start offset (from the consumer's A base) of m64 block `mi`, k16 slice `kk`.
+/// Descriptor start offset (from the consumer's A base) of m64 block `mi`, k16 slice `kk`
+/// (saturating at `u32::MAX` far outside the space).
 pub fn a_desc_offset(k_major: bool, mi: u32, kk: u32) -> u32 {
-    mi * 64 * SWIZZLE_BYTES + kk * k16_step(k_major)
+    mi.saturating_mul(64 * SWIZZLE_BYTES)
+        .saturating_add(kk.saturating_mul(k16_step(k_major)))
 }
 
-/// Descriptor start offset (from the B stage base) of instruction `ni`, k16 slice `kk`.
+/// Descriptor start offset (from the B stage base) of instruction `ni`, k16 slice `kk`
+/// (saturating at `u32::MAX` far outside the space).
 pub fn b_desc_offset(c: &WgmmaConfig, k_major: bool, ni: u32, kk: u32) -> u32 {
-    ni * c.wgmma_n * SWIZZLE_BYTES + kk * k16_step(k_major)
+    ni.saturating_mul(c.wgmma_n)
+        .saturating_mul(SWIZZLE_BYTES)
+        .saturating_add(kk.saturating_mul(k16_step(k_major)))
 }
 
 /// K slices (wgmma instructions along K) per stage: 128 bytes / 32 bytes = 4 for every type.

@@ -60,9 +60,16 @@ pub fn staging(p: &GemmProblem) -> Staging {
     }
 }
 
-/// Row pitch (elements) of a staged copy: K rounded up to a multiple of 4 (16-byte rows).
+/// Row pitch (elements) of a staged copy: K rounded up to a multiple of 4 (16-byte rows);
+/// `None` where that overflows `u32` (K within 3 of `u32::MAX`).
+pub fn checked_staged_ld(k: u32) -> Option<u32> {
+    k.checked_next_multiple_of(4)
+}
+
+/// [`checked_staged_ld`], saturating at the largest multiple of 4 (`WgmmaGemm::check` refuses
+/// staged problems whose pitch overflows).
 pub fn staged_ld(k: u32) -> u32 {
-    k.next_multiple_of(4)
+    checked_staged_ld(k).unwrap_or(u32::MAX / 4 * 4)
 }
 
 /// Staged copies of an operand with batch stride `stride`: one per batch entry, or one in
@@ -75,8 +82,17 @@ fn copies(p: &GemmProblem, stride: u64) -> u64 {
     }
 }
 
+/// `bytes` rounded up to [`REGION_ALIGN`] (saturating at `u64::MAX`).
 fn round_region(bytes: u64) -> u64 {
-    bytes.div_ceil(REGION_ALIGN) * REGION_ALIGN
+    bytes.div_ceil(REGION_ALIGN).saturating_mul(REGION_ALIGN)
+}
+
+/// Bytes of `copies` staged copies of an `mn x K` operand (saturating at `u64::MAX`).
+fn staged_bytes(copies: u64, mn: u32, k: u32) -> u64 {
+    let bytes = [mn as u64, staged_ld(k) as u64, 4]
+        .into_iter()
+        .fold(copies, u64::saturating_mul);
+    round_region(bytes)
 }
 
 /// Bytes of the staged copy of A (0 when A is not staged), rounded up to [`REGION_ALIGN`].
@@ -84,7 +100,7 @@ pub fn staged_a_bytes(p: &GemmProblem) -> u64 {
     if !staging(p).a {
         return 0;
     }
-    round_region(copies(p, p.stride_a) * p.m as u64 * staged_ld(p.k) as u64 * 4)
+    staged_bytes(copies(p, p.stride_a), p.m, p.k)
 }
 
 /// Bytes of the staged copy of B (0 when B is not staged), rounded up to [`REGION_ALIGN`].
@@ -92,13 +108,14 @@ pub fn staged_b_bytes(p: &GemmProblem) -> u64 {
     if !staging(p).b {
         return 0;
     }
-    round_region(copies(p, p.stride_b) * p.n as u64 * staged_ld(p.k) as u64 * 4)
+    staged_bytes(copies(p, p.stride_b), p.n, p.k)
 }
 
 /// Bytes of the staging buffer: the staged A region, then the staged B region (offset
-/// [`staged_a_bytes`]). 0 when nothing is staged.
+/// [`staged_a_bytes`]). 0 when nothing is staged; saturates at `u64::MAX` for problems `check`
+/// rejects.
 pub fn staging_bytes(p: &GemmProblem) -> u64 {
-    staged_a_bytes(p) + staged_b_bytes(p)
+    staged_a_bytes(p).saturating_add(staged_b_bytes(p))
 }
 
 /// The problem the GEMM launch of the kernel computes: `p` with every staged operand replaced by
