@@ -233,6 +233,21 @@ impl GemmProblem {
                 self.m, self.n, self.k, self.batch
             ));
         }
+        // Every GEMM kernel takes its sizes and leading dimensions as `int`.
+        for (name, v) in [
+            ("m", self.m),
+            ("n", self.n),
+            ("k", self.k),
+            ("lda", self.lda),
+            ("ldb", self.ldb),
+            ("ldc", self.ldc),
+        ] {
+            if v > i32::MAX as u32 {
+                return bad(format!(
+                    "{name}={v} exceeds 2^31 - 1 (the kernels take sizes as 32-bit int)"
+                ));
+            }
+        }
         let ((_, ac), (_, bc)) = self.stored_dims();
         if self.lda < ac {
             return bad(format!(
@@ -331,6 +346,19 @@ mod tests {
         w.stride_c = 1 << 63;
         assert_eq!(w.buffer_elems().2, u64::MAX);
         assert!(w.validate().unwrap_err().what.contains("stride_c"));
+    }
+
+    /// Sizes the kernels' `int` arguments cannot carry (wgmma wrapped K = 3e9 to a negative int).
+    #[test]
+    fn sizes_beyond_i32_are_rejected() {
+        let mut p = GemmProblem::nn(64, 64, 3_000_000_000, DType::Bf16);
+        assert!(p.validate().unwrap_err().what.contains("k=3000000000"));
+        p.k = i32::MAX as u32;
+        p.lda = p.k;
+        p.validate().unwrap();
+        let mut q = GemmProblem::nn(64, 64, 64, DType::F16);
+        q.ldc = u32::MAX;
+        assert!(q.validate().unwrap_err().what.contains("ldc="));
     }
 
     /// Overlapping output batch entries (a data race between blocks) used to be accepted.
