@@ -6,16 +6,20 @@
 # tiles with split-K, B multicast (cluster_m 2) and cluster split-K (experimental). Each slice
 # searched exhaustively within a 30-s budget (`rtx-tune --where`, winners not stored), cuBLAS
 # measured in the same process.
-# Run: bash scripts/h200/callCU.sh (carry .devrun; about 4 minutes; timeout_s 400).
+# Run: B=$PWD/.devrun bash scripts/h200/callCU.sh (carry .devrun; about 4 minutes; timeout_s 400).
+# SLICES='A;B' (semicolon-separated, X prefix = experimental) and T=SECONDS narrow it.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callCU.tgz . ; }
 cat $B/BUILD > $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 i=0
-for w in '{"bm":256,"split_k":2}' '{"bm":256,"bn":64}' '{"bm":128,"split_k":2}' '{"bm":64,"cluster_m":2}' '{"bm":192}' 'X{"cluster_k":2}'; do
+SLICES=${SLICES:-'{"bm":256,"split_k":2};{"bm":256,"bn":64};{"bm":128,"split_k":2};{"bm":64,"cluster_m":2};{"bm":192};X{"cluster_k":2}'}
+T=${T:-30}
+IFS=';' read -ra slices <<< "$SLICES"
+for w in "${slices[@]}"; do
   i=$((i+1)); x=""
   case $w in X*) w=${w#X}; x=--experimental ;; esac
-  timeout 45 $B/rtx-tune gemm 160x8192x8192 --dtype bf16 --layout nn --strategy exhaustive --time-budget-s 30 --where "$w" $x > $R/slice_$i.log 2>&1
+  timeout $((T + 15)) $B/rtx-tune gemm 160x8192x8192 --dtype bf16 --layout nn --strategy exhaustive --time-budget-s $T --where "$w" $x > $R/slice_$i.log 2>&1
   echo "slice $i $w rc=$?"; grep -E "searched|#1|#2|cuBLAS:|rtx / cuBLAS" $R/slice_$i.log | cut -c1-330
   pack
 done
