@@ -419,6 +419,23 @@ fn cases(arch: Arch) -> Vec<Case> {
         p,
         Kernel::Mma(Some(c)),
     );
+    // Exactly 48 KiB of dynamic shared memory (3 swizzled stages of 64x64 bf16 A and B) plus
+    // split-K's static bytes: above the driver's default limit (48 KiB minus static), so the
+    // launch must opt in (`Function::ensure_dynamic_smem`). Call CT on the H200 saw this config
+    // refused when the launch compared with 48 KiB.
+    let p = prob(96, 1024, 2048, DType::Bf16, Row, Row, 8, false, 1);
+    add(
+        "mma bf16 nn 96x1024x2048 64x64x64 s3 split-k 2 (48 KiB dynamic + static)".into(),
+        p,
+        Kernel::Mma(Some(MmaConfig {
+            bm: 64,
+            bn: 64,
+            bk: 64,
+            stages: 3,
+            split_k: 2,
+            ..mb
+        })),
+    );
     let p = prob(200, 200, 200, DType::Tf32, Col, Row, 4, false, 1);
     add(
         "mma tf32 tn 200^3 bk32 padded".into(),
@@ -701,6 +718,23 @@ fn gemm_templates_match_the_reference_on_gpu() {
         failures.is_empty(),
         "{} GEMM case(s) failed: {failures:?}",
         failures.len()
+    );
+}
+
+/// The opt-in case above needs exactly 48 KiB of dynamic shared memory (if the layout changes,
+/// pick a config that does, or the case no longer tests the opt-in).
+#[test]
+fn the_opt_in_case_uses_exactly_48_kib_of_dynamic_smem() {
+    let c = cases(Arch::Sm90a)
+        .into_iter()
+        .find(|c| c.name.contains("48 KiB dynamic"))
+        .expect("the case");
+    let Kernel::Mma(Some(cfg)) = c.kernel else {
+        panic!("an mma case")
+    };
+    assert_eq!(
+        MmaGemm::default().launch(&c.p, &cfg).dynamic_smem,
+        48 * 1024
     );
 }
 
