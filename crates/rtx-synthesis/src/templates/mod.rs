@@ -9,6 +9,8 @@ pub mod codegen;
 pub mod elementwise;
 pub mod gemm;
 pub mod reduce;
+#[cfg(test)]
+pub(crate) mod test_strategies;
 
 use crate::Arch;
 use serde::{de::DeserializeOwned, Serialize};

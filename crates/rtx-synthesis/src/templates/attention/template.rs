@@ -276,6 +276,7 @@ impl Template for AttentionTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
     fn problems() -> Vec<AttentionProblem> {
@@ -386,11 +387,6 @@ mod tests {
                 assert!(d.dynamic_smem <= Arch::Sm90a.max_smem_per_block_optin());
             }
         }
-    }
-
-    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
-    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
-        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
     }
 
     proptest! {

@@ -630,6 +630,7 @@ impl Template for ElementwiseTemplate {
 mod tests {
     use super::super::expr::{Broadcast, GraphBuilder};
     use super::*;
+    use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
     fn bias_gelu(dtype: DType, rows: u32, cols: u32) -> ElementwiseProblem {
@@ -765,11 +766,6 @@ mod tests {
         let d = t.default_config(&huge, Arch::Sm90a);
         assert!(matches!(d.grid, GridMode::Stride { .. }), "{d:?}");
         t.check(&huge, &d, Arch::Sm90a).unwrap();
-    }
-
-    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
-    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
-        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
     }
 
     proptest! {

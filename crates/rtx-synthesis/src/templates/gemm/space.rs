@@ -641,6 +641,7 @@ pub fn mma_complexity(c: &MmaConfig) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
     #[test]
@@ -782,11 +783,6 @@ mod tests {
         };
         assert!(MmaGeometry::new(&pb, &tall).is_none());
         assert!(check_mma(&pb, &tall, Arch::Sm90a).is_err());
-    }
-
-    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
-    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
-        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
     }
 
     fn problems() -> impl Strategy<Value = GemmProblem> {

@@ -1067,6 +1067,7 @@ impl Template for WgmmaGemm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
     #[test]
@@ -1885,11 +1886,6 @@ mod tests {
         let _ = (t.tensor_maps(&k, &base), WgmmaGemm::staging_bytes(&k));
         let e = t.check(&k, &base, Arch::Sm90a).unwrap_err().reason;
         assert!(e.contains("k=4294967295"), "{e}");
-    }
-
-    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
-    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
-        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
     }
 
     /// A few problems: each dtype, an M/N-major operand (tf32: staged), batched, skinny, and one

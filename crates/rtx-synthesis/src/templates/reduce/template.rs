@@ -723,6 +723,7 @@ impl Template for RowReduceTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_strategies::field;
     use crate::DType;
     use proptest::prelude::*;
 
@@ -896,11 +897,6 @@ mod tests {
             .unwrap();
         assert_eq!(got.source, LookupSource::Default);
         assert_eq!(got.config, t.default_config(&p, Arch::Sm90a));
-    }
-
-    /// Any `u32`, or one of `typical` (so that some drawn configs pass).
-    fn field(typical: &[u32]) -> impl Strategy<Value = u32> {
-        prop_oneof![any::<u32>(), proptest::sample::select(typical.to_vec())]
     }
 
     proptest! {
