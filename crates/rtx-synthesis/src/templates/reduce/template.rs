@@ -569,12 +569,11 @@ impl Template for RowReduceTemplate {
         if !(TPR_CHOICES.contains(&tpr) || (tpr.is_multiple_of(32) && (64..=1024).contains(&tpr))) {
             return Err(self.violation(config, format!("threads_per_row = {tpr} must be 1..=32 (a power of two) or a multiple of 32 up to 1024")));
         }
-        // u64: an imported config may carry any rows_per_block.
-        let block = tpr as u64 * config.rows_per_block as u64;
+        // Saturating: an imported config may carry any rows_per_block; u32::MAX fails the bound.
+        let block = config.block_threads();
         if config.rows_per_block == 0 || !block.is_multiple_of(32) || block > 1024 {
             return Err(self.violation(config, format!("block = threads_per_row x rows_per_block = {block} must be a multiple of 32 up to 1024")));
         }
-        let block = block as u32;
         match config.strategy {
             RowStrategy::Registers { chunks } => {
                 if chunks == 0 {
@@ -587,7 +586,7 @@ impl Template for RowReduceTemplate {
                         format!("register capacity {cap} < cols = {}", problem.cols),
                     ));
                 }
-                let cached = chunks as u64 * config.vec as u64;
+                let cached = config.cached_per_thread();
                 if cached > 64 {
                     return Err(self.violation(
                         config,
