@@ -331,11 +331,12 @@ pub fn enqueue_elementwise(
 ) -> Result<(), LaunchError> {
     {
         let g = &problem.graph;
-        problem.validate().map_err(|e| LaunchError::Shape {
+        let shape_err = |e: super::problem::ElementwiseProblemError| LaunchError::Shape {
             rows: problem.rows,
             cols: problem.cols,
             reason: e.to_string(),
-        })?;
+        };
+        problem.validate().map_err(shape_err)?;
         ElementwiseTemplate.check_grid(problem, config)?;
         if inputs.len() != g.inputs.len() {
             return Err(LaunchError::Arity {
@@ -352,11 +353,6 @@ pub fn enqueue_elementwise(
             });
         }
         let mut args = KernelArgs::new();
-        let shape_err = |e: super::problem::ElementwiseProblemError| LaunchError::Shape {
-            rows: problem.rows,
-            cols: problem.cols,
-            reason: e.to_string(),
-        };
         for (i, s) in inputs.iter().enumerate() {
             s.buf
                 .check_on_stream_device(stream, "enqueue_elementwise")?;
