@@ -141,7 +141,7 @@ impl BlasGemm {
         }
     }
 
-    /// Checks shapes, leading dimensions and pointers (pure).
+    /// Checks shapes, leading dimensions, batch strides (when `batch > 1`) and pointers (pure).
     pub fn validate(&self) -> Result<(), RuntimeError> {
         let bad = |status: String| Err(RuntimeError::Blas { op: "gemm", status });
         if self.m == 0 || self.n == 0 || self.k == 0 || self.batch == 0 {
@@ -174,6 +174,45 @@ impl BlasGemm {
         ] {
             if v > i32::MAX as usize {
                 return bad(format!("{name} = {v} exceeds i32"));
+            }
+        }
+        if self.batch > 1 {
+            // With one matrix the strides are unused; otherwise cuBLAS adds `stride * i` (i64) to
+            // each base pointer, so every batch entry's last element must be addressable in i64.
+            let (a_rows, b_rows) = (
+                if self.transa { self.k } else { self.m },
+                if self.transb { self.n } else { self.k },
+            );
+            let further = self.batch as i128 - 1;
+            for (name, stride, rows, ld, cols) in [
+                ("stride_a", self.stride_a, a_rows, self.lda, a_cols),
+                ("stride_b", self.stride_b, b_rows, self.ldb, b_cols),
+                ("stride_c", self.stride_c, self.m, self.ldc, self.n),
+            ] {
+                if stride < 0 {
+                    return bad(format!("{name} {stride} < 0"));
+                }
+                // Elements one row-major matrix spans: (rows - 1) * ld + cols (under 2^62 after
+                // the i32 checks; saturating, so a reordering of the checks cannot overflow).
+                let extent = (rows as i128 - 1)
+                    .saturating_mul(ld as i128)
+                    .saturating_add(cols as i128);
+                // A and B may broadcast (stride 0); batch entries of C must be disjoint, or
+                // concurrent writes to the same output would race.
+                if name == "stride_c" && i128::from(stride) < extent {
+                    return bad(format!(
+                        "stride_c {stride} < {extent} = (m - 1) * ldc + n: the {} batch entries of C would overlap",
+                        self.batch
+                    ));
+                }
+                let end = i128::from(stride)
+                    .checked_mul(further)
+                    .and_then(|s| s.checked_add(extent));
+                if end.is_none_or(|e| e > i128::from(i64::MAX)) {
+                    return bad(format!(
+                        "{name} {stride} x {further} further batch entries + {extent} elements overflows i64"
+                    ));
+                }
             }
         }
         if self.a == 0 || self.b == 0 || self.c == 0 {
@@ -296,6 +335,7 @@ impl Drop for Blas {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn swap_trick_maps_row_major_to_column_major() {
@@ -333,6 +373,176 @@ mod tests {
         assert!(msg(BlasGemm { k: 0, ..ok }).contains("empty"));
         assert!(msg(BlasGemm { a: 0, ..ok }).contains("null"));
         assert!(msg(BlasGemm { m: 1 << 31, ..ok }).contains("i32"));
+    }
+
+    /// Batch strides used to go unchecked: a negative one, overlapping C entries (racing writes)
+    /// or an offset past i64 reached cuBLAS.
+    #[test]
+    fn validate_checks_batch_strides() {
+        let msg = |p: BlasGemm| match p.validate() {
+            Err(RuntimeError::Blas { status, .. }) => status,
+            other => panic!("expected Blas error for {p:?}, got {other:?}"),
+        };
+        let ok = BlasGemm {
+            batch: 3,
+            ..BlasGemm::new(BlasDtype::F32, 64, 48, 32, 16, 16, 16).unwrap()
+        };
+        ok.validate().unwrap();
+        for (name, p) in [
+            ("stride_a", BlasGemm { stride_a: -1, ..ok }),
+            (
+                "stride_b",
+                BlasGemm {
+                    stride_b: i64::MIN,
+                    ..ok
+                },
+            ),
+            (
+                "stride_c",
+                BlasGemm {
+                    stride_c: -64,
+                    ..ok
+                },
+            ),
+        ] {
+            let m = msg(p);
+            assert!(m.starts_with(name) && m.contains("< 0"), "{m}");
+        }
+        // Broadcast A or B to every batch entry is legal.
+        BlasGemm {
+            stride_a: 0,
+            stride_b: 0,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        // C entries must be disjoint: one spans (m - 1) * ldc + n elements.
+        let padded = BlasGemm { ldc: 50, ..ok };
+        let span = 63 * 50 + 48;
+        for stride_c in [0, 48, span - 1] {
+            let m = msg(BlasGemm { stride_c, ..padded });
+            assert!(m.contains("stride_c") && m.contains("overlap"), "{m}");
+        }
+        BlasGemm {
+            stride_c: span,
+            ..padded
+        }
+        .validate()
+        .unwrap();
+        // Offsets past i64: stride * (batch - 1) + extent. A transposed is 32 x 64 as stored.
+        let at = BlasGemm {
+            transa: true,
+            lda: 64,
+            batch: 2,
+            ..ok
+        };
+        let a_extent = 31 * 64 + 64;
+        BlasGemm {
+            stride_a: i64::MAX - a_extent,
+            ..at
+        }
+        .validate()
+        .unwrap();
+        let m = msg(BlasGemm {
+            stride_a: i64::MAX - a_extent + 1,
+            ..at
+        });
+        assert!(
+            m.starts_with("stride_a") && m.contains("overflows i64"),
+            "{m}"
+        );
+        for (name, p) in [
+            (
+                "stride_a",
+                BlasGemm {
+                    stride_a: i64::MAX / 2,
+                    ..ok
+                },
+            ),
+            (
+                "stride_b",
+                BlasGemm {
+                    stride_b: i64::MAX,
+                    ..ok
+                },
+            ),
+            (
+                "stride_c",
+                BlasGemm {
+                    stride_c: i64::MAX / 2 + 1,
+                    ..ok
+                },
+            ),
+            (
+                "stride_c",
+                BlasGemm {
+                    stride_c: 1 << 40,
+                    batch: i32::MAX as usize,
+                    ..ok
+                },
+            ),
+        ] {
+            let m = msg(p);
+            assert!(m.starts_with(name) && m.contains("overflows i64"), "{m}");
+        }
+        // One matrix: the strides are unused, whatever they hold.
+        BlasGemm {
+            batch: 1,
+            stride_a: -1,
+            stride_b: i64::MAX,
+            stride_c: 0,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+    }
+
+    /// Mostly small values (to reach the later checks), some huge ones.
+    fn dim() -> impl Strategy<Value = usize> {
+        prop_oneof![1usize..80, 0usize..=(1 << 40), any::<usize>()]
+    }
+
+    fn stride() -> impl Strategy<Value = i64> {
+        prop_oneof![0i64..20_000, any::<i64>()]
+    }
+
+    proptest! {
+        /// `validate` is total: any field values give `Ok` or a `Blas` error, never a panic; and an
+        /// accepted batched call has non-negative strides and disjoint C entries.
+        #[test]
+        fn validate_never_panics(
+            (m, n, k) in (dim(), dim(), dim()),
+            (lda, ldb, ldc) in (dim(), dim(), dim()),
+            batch in prop_oneof![1usize..5, dim()],
+            (stride_a, stride_b, stride_c) in (stride(), stride(), stride()),
+            (transa, transb) in (any::<bool>(), any::<bool>()),
+        ) {
+            let p = BlasGemm {
+                transa, transb, m, n, k, lda, ldb, ldc, batch, stride_a, stride_b, stride_c,
+                ..BlasGemm::new(BlasDtype::Bf16, 1, 1, 1, 16, 16, 16).unwrap()
+            };
+            match p.validate() {
+                Ok(()) => {
+                    if batch > 1 {
+                        prop_assert!(stride_a >= 0 && stride_b >= 0);
+                        prop_assert!(stride_c as u128 >= ((m - 1) * ldc + n) as u128);
+                    }
+                }
+                Err(RuntimeError::Blas { op, .. }) => prop_assert_eq!(op, "gemm"),
+                Err(e) => prop_assert!(false, "unexpected error {e:?}"),
+            }
+        }
+
+        /// The tight strides `BlasGemm::new` produces are accepted for any batch count.
+        #[test]
+        fn tight_strides_from_new_are_accepted(
+            m in 1usize..5000, n in 1usize..5000, k in 1usize..5000, batch in 1usize..64,
+        ) {
+            let p = BlasGemm { batch, ..BlasGemm::new(BlasDtype::F16, m, n, k, 16, 16, 16).unwrap() };
+            prop_assert!(p.validate().is_ok(), "{:?}", p.validate());
+            let p3 = BlasGemm { batch: 3, ..p };
+            prop_assert!(p3.validate().is_ok(), "{:?}", p3.validate());
+        }
     }
 
     /// `m * k` used to overflow (debug panic) or wrap to a wrong batch stride (release).
