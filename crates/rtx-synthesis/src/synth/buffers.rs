@@ -1,6 +1,7 @@
 //! [`GemmBuffers`]: the device operands of one GEMM launch, and the size checks every launch
 //! path runs before any kernel sees them ([`check_buffer_sizes`]).
 
+use crate::templates::gemm::problem::InvalidGemm;
 use crate::templates::gemm::GemmProblem;
 use rtx_runtime::{DeviceBuffer, RuntimeError};
 
@@ -118,17 +119,14 @@ impl BufferSizes {
 }
 
 /// Bytes each operand of `p` needs: (A, B, C, bias, residual); bias/residual are 0 when the
-/// epilogue does not use them.
+/// epilogue does not use them ([`GemmProblem::epilogue_operand_bytes`]).
 ///
 /// Errors with [`GemmLaunchError::Constraint`] (naming the operand) when an extent does not fit
 /// in `i64` bytes ([`GemmProblem::buffer_bytes`]), instead of wrapping to a small size.
 pub fn required_bytes(p: &GemmProblem) -> Result<(u64, u64, u64, u64, u64), GemmLaunchError> {
-    let (a, b, c) = p
-        .buffer_bytes()
-        .map_err(|e| GemmLaunchError::Constraint(e.to_string()))?;
-    let osz = p.epilogue.out_dtype.size_bytes() as u64;
-    let bias = if p.epilogue.bias { p.n as u64 * osz } else { 0 };
-    let res = if p.epilogue.residual { c } else { 0 };
+    let constraint = |e: InvalidGemm| GemmLaunchError::Constraint(e.to_string());
+    let (a, b, c) = p.buffer_bytes().map_err(constraint)?;
+    let (bias, res) = p.epilogue_operand_bytes().map_err(constraint)?;
     Ok((a, b, c, bias, res))
 }
 

@@ -145,14 +145,14 @@ pub fn launch_gemm(
     p.validate()?;
     // Checked: an extent that overflows is an invalid problem, never a wrapped small size.
     let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes()?;
-    let out_size = p.epilogue.out_dtype.size_bytes() as u64;
+    let (bias_bytes, residual_bytes) = p.epilogue_operand_bytes()?;
     need("a", bufs.a, a_bytes, stream)?;
     need("b", bufs.b, b_bytes, stream)?;
     need("c", bufs.c, c_bytes, stream)?;
     let bias = match (p.epilogue.bias, bufs.bias) {
         (true, None) => return Err(GemmLaunchError::MissingOperand { operand: "bias" }),
         (true, Some(b)) => {
-            need("bias", b, p.n as u64 * out_size, stream)?;
+            need("bias", b, bias_bytes, stream)?;
             b.ptr()
         }
         (false, _) => 0,
@@ -164,7 +164,7 @@ pub fn launch_gemm(
             })
         }
         (true, Some(r)) => {
-            need("residual", r, c_bytes, stream)?;
+            need("residual", r, residual_bytes, stream)?;
             r.ptr()
         }
         (false, _) => 0,

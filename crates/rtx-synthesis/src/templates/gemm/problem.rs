@@ -202,26 +202,59 @@ impl GemmProblem {
     pub fn buffer_bytes(&self) -> Result<(u64, u64, u64), InvalidGemm> {
         let ((ar, _), (br, _)) = self.stored_dims();
         let isz = self.dtype.size_bytes() as u64;
-        let osz = self.epilogue.out_dtype.size_bytes() as u64;
-        let bytes = |operand: &str, rows: u32, ld: u32, stride: u64, esz: u64| {
-            self.span_elems(rows, ld, stride)
-                .and_then(|e| e.checked_mul(esz))
-                .filter(|&b| b <= i64::MAX as u64)
-                .ok_or_else(|| {
-                    let o = operand.to_lowercase();
-                    InvalidGemm {
-                        what: format!(
-                            "{operand} extent: {rows} rows x ld{o}={ld}, plus stride_{o}={stride} for each of {} further batch entries, in {esz}-byte elements exceeds 2^63 - 1 bytes",
-                            self.batch.max(1) - 1
-                        ),
-                    }
-                })
-        };
         Ok((
-            bytes("A", ar, self.lda, self.stride_a, isz)?,
-            bytes("B", br, self.ldb, self.stride_b, isz)?,
-            bytes("C", self.m, self.ldc, self.stride_c, osz)?,
+            self.span_bytes("A", ar, self.lda, self.stride_a, isz)?,
+            self.span_bytes("B", br, self.ldb, self.stride_b, isz)?,
+            self.c_bytes()?,
         ))
+    }
+
+    /// Bytes the epilogue's extra operands must hold: (bias, residual), 0 for one the epilogue
+    /// does not read. The bias is `n` elements of `out_dtype`; the residual is laid out like C,
+    /// so it needs C's bytes, and errors as [`GemmProblem::buffer_bytes`] does for C.
+    pub fn epilogue_operand_bytes(&self) -> Result<(u64, u64), InvalidGemm> {
+        let osz = self.epilogue.out_dtype.size_bytes() as u64;
+        let bias = if self.epilogue.bias {
+            u64::from(self.n).saturating_mul(osz)
+        } else {
+            0
+        };
+        let residual = if self.epilogue.residual {
+            self.c_bytes()?
+        } else {
+            0
+        };
+        Ok((bias, residual))
+    }
+
+    /// Bytes of C (and of a residual) in `out_dtype`, checked as [`GemmProblem::buffer_bytes`].
+    fn c_bytes(&self) -> Result<u64, InvalidGemm> {
+        let osz = self.epilogue.out_dtype.size_bytes() as u64;
+        self.span_bytes("C", self.m, self.ldc, self.stride_c, osz)
+    }
+
+    /// [`GemmProblem::span_elems`] in `esz`-byte elements; errors, naming `operand`, when that
+    /// overflows or exceeds `i64::MAX` bytes.
+    fn span_bytes(
+        &self,
+        operand: &str,
+        rows: u32,
+        ld: u32,
+        stride: u64,
+        esz: u64,
+    ) -> Result<u64, InvalidGemm> {
+        self.span_elems(rows, ld, stride)
+            .and_then(|e| e.checked_mul(esz))
+            .filter(|&b| b <= i64::MAX as u64)
+            .ok_or_else(|| {
+                let o = operand.to_lowercase();
+                InvalidGemm {
+                    what: format!(
+                        "{operand} extent: {rows} rows x ld{o}={ld}, plus stride_{o}={stride} for each of {} further batch entries, in {esz}-byte elements exceeds 2^63 - 1 bytes",
+                        self.batch.max(1) - 1
+                    ),
+                }
+            })
     }
 
     /// Checks that the problem is well-formed; every template calls this first.
@@ -346,6 +379,30 @@ mod tests {
         w.stride_c = 1 << 63;
         assert_eq!(w.buffer_elems().2, u64::MAX);
         assert!(w.validate().unwrap_err().what.contains("stride_c"));
+    }
+
+    /// The one definition every launch path and `required_bytes` size bias and residual by.
+    #[test]
+    fn epilogue_operands_are_sized_like_n_outputs_and_like_c() {
+        let mut p = GemmProblem::nn(64, 48, 32, DType::Bf16).batched(3);
+        p.ldc = 56;
+        p.stride_c = 64 * 56;
+        assert_eq!(p.epilogue_operand_bytes(), Ok((0, 0)));
+        p.epilogue.bias = true;
+        p.epilogue.residual = true;
+        let c = p.buffer_bytes().unwrap().2;
+        assert_eq!(c, 3 * 64 * 56 * 2);
+        assert_eq!(p.epilogue_operand_bytes(), Ok((48 * 2, c)));
+        p.epilogue.out_dtype = DType::F32;
+        let c = p.buffer_bytes().unwrap().2;
+        assert_eq!(p.epilogue_operand_bytes(), Ok((48 * 4, c)));
+        // A residual whose (C's) extent overflows is refused with C's error.
+        p.stride_c = 1 << 62;
+        let e = p.epilogue_operand_bytes().unwrap_err();
+        assert!(e.what.contains("C extent"), "{e}");
+        assert_eq!(p.buffer_bytes().unwrap_err(), e);
+        p.epilogue.residual = false;
+        assert_eq!(p.epilogue_operand_bytes(), Ok((48 * 4, 0)));
     }
 
     /// Sizes the kernels' `int` arguments cannot carry (wgmma wrapped K = 3e9 to a negative int).

@@ -11,6 +11,7 @@ use super::config::WgmmaConfig;
 use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
 use super::tma::{tma_desc_c, TmaDesc, TmaSwizzle};
 use super::WgmmaGemm;
+use crate::templates::gemm::problem::InvalidGemm;
 use crate::templates::gemm::GemmProblem;
 use crate::templates::{ConstraintViolation, Template};
 use crate::Arch;
@@ -187,12 +188,13 @@ impl WgmmaGemm {
         self.check(p, c, Arch::Sm90a)?;
         // `check` validated the problem, so its extents fit in i64 bytes; still checked, so an
         // overflow can never turn into a small size.
-        let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes().map_err(|e| ConstraintViolation {
+        let invalid = |e: InvalidGemm| ConstraintViolation {
             template: self.name().to_string(),
             config: format!("{c:?}"),
             reason: e.to_string(),
-        })?;
-        let osz = p.epilogue.out_dtype.size_bytes() as u64;
+        };
+        let (a_bytes, b_bytes, c_bytes) = p.buffer_bytes().map_err(invalid)?;
+        let (bias_bytes, residual_bytes) = p.epilogue_operand_bytes().map_err(invalid)?;
         need("A", bufs.a, a_bytes, stream)?;
         need("B", bufs.b, b_bytes, stream)?;
         need("C", bufs.c, c_bytes, stream)?;
@@ -205,7 +207,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "bias" }),
             (true, Some(b)) => {
-                need("bias", b, p.n as u64 * osz, stream)?;
+                need("bias", b, bias_bytes, stream)?;
                 b.ptr()
             }
         };
@@ -213,7 +215,7 @@ impl WgmmaGemm {
             (false, _) => 0,
             (true, None) => return Err(WgmmaLaunchError::MissingBuffer { what: "residual" }),
             (true, Some(r)) => {
-                need("residual", r, c_bytes, stream)?;
+                need("residual", r, residual_bytes, stream)?;
                 r.ptr()
             }
         };
