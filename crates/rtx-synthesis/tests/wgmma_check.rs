@@ -134,7 +134,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (2..=12).contains(&c.stages)
         && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
-        && (c.cluster_m == 1 || c.bn.is_multiple_of(128))
+        && (c.cluster_m == 1 || c.bn.is_multiple_of(128) || (c.bn == 160 && b_k_major))
         && (1..=64).contains(&c.raster_group)
         && smem <= 227 * 1024
 }

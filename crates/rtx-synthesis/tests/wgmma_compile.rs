@@ -881,3 +881,32 @@ fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_majo
         .unwrap_err();
     assert!(e.reason.contains("tma_store"), "{}", e.reason);
 }
+
+/// The experimental 160-column tiles for the transposed small-M problem (TT, K-major B^T):
+/// 64 x 160 (one consumer) and 128 x 160 (two), alone and as a 2-CTA cluster multicasting the
+/// K-major B tile in 80-row halves, compile without spills within the register budgets.
+#[test]
+fn transposed_small_m_tiles_compile() {
+    if !nvrtc_or_skip("transposed_small_m_tiles_compile") {
+        return;
+    }
+    let mut t = WgmmaGemm::new(132);
+    t.experimental = true;
+    let p = GemmProblem::new(8192, 160, 8192, DType::Bf16, Layout::Col, Layout::Col);
+    let cs: Vec<WgmmaConfig> = t
+        .space(&p, Arch::Sm90a)
+        .into_iter()
+        .filter(|c| c.bn == 160 && c.bm <= 128 && c.stages == 4)
+        .collect();
+    assert_eq!(cs.len(), 4);
+    for c in &cs {
+        t.check(&p, c, Arch::Sm90a).unwrap();
+        compile_and_check(&t, &p, c);
+    }
+    let nn = GemmProblem::nn(8192, 160, 8192, DType::Bf16);
+    let pair = cs.iter().find(|c| c.cluster_m == 2).unwrap();
+    assert!(
+        t.check(&nn, pair, Arch::Sm90a).is_err(),
+        "an MN-major B cannot split 160 columns between a pair"
+    );
+}

@@ -303,7 +303,11 @@ impl WgmmaGemm {
     /// Configs the template supports but keeps out of the default space (none has won a
     /// measurement), offered by [`Template::space`] only with [`WgmmaGemm::experimental`]:
     /// cluster split-K (`cluster_k` 2) with two consumers splitting rows or columns, every ring
-    /// depth, both launch modes and epilogues. `check` filters them like the rest of the space.
+    /// depth, both launch modes and epilogues; one 192 x 128 tile row with split-K 2..4 (three
+    /// consumers, or two splitting columns; H200 call CV: 56.0 us at 160 x 8192^2 against 50 for
+    /// the 64 x 192 default); and 64 x 160 / 128 x 160 tiles, alone or in a 2-CTA cluster
+    /// splitting a K-major B (the transposed small-M problem, call CX). `check` filters them like
+    /// the rest of the space.
     pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
         let mut v = Vec::new();
         if arch != Arch::Sm90a {
@@ -335,6 +339,62 @@ impl WgmmaGemm {
                                 });
                             }
                         }
+                    }
+                }
+            }
+        }
+        // 160-column tiles for the transposed small-M problem (C^T = B^T A^T: M' = N, N' = M = 160):
+        // one row of tiles covers all of M, and a 2-CTA cluster along M' multicasts the shared
+        // K-major A^T tile (80 rows each). cuBLAS runs that arrangement at 160 x 8192^2 (H200,
+        // session 27: nvjet_sm90_tst_128x80_64x8_1x2). Direct stores (the transposed form has no
+        // TMA store).
+        for (bm, consumers, stage_list) in [(64u32, 1u32, &[4u32, 5, 6][..]), (128, 2, &[4, 5][..])]
+        {
+            for &stages in stage_list {
+                for cluster_m in [1u32, 2] {
+                    v.push(WgmmaConfig {
+                        bm,
+                        bn: 160,
+                        bk,
+                        consumers,
+                        wgmma_n: 160,
+                        stages,
+                        cluster_m,
+                        persistent: true,
+                        raster_group: 1,
+                        split_k: 1,
+                        pingpong: false,
+                        tma_store: false,
+                        split_n: false,
+                        cluster_k: 1,
+                    });
+                }
+            }
+        }
+        // One 192-row tile over small M (129..192 rows) with split-K: three 64 x 128 consumers,
+        // or two 192 x 64 column-split ones. 128 work units at N = 8192 with split-K 2, each
+        // reading (192 + 128) x K/2 operand bytes, against 64 x 192 tiles reading (64 + 192) x K:
+        // a third less traffic from L2 into the SMs.
+        for (consumers, wgmma_n, split_n) in [(3u32, 128u32, false), (2, 64, true)] {
+            for split_k in [2u32, 3, 4] {
+                for stages in [4u32, 5] {
+                    for raster_group in [1u32, 8] {
+                        v.push(WgmmaConfig {
+                            bm: 192,
+                            bn: 128,
+                            bk,
+                            consumers,
+                            wgmma_n,
+                            stages,
+                            cluster_m: 1,
+                            persistent: true,
+                            raster_group,
+                            split_k,
+                            pingpong: false,
+                            tma_store: false,
+                            split_n,
+                            cluster_k: 1,
+                        });
                     }
                 }
             }
@@ -440,6 +500,12 @@ impl WgmmaGemm {
                 p.layout_b
             ));
         }
+        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && !tma::b_is_k_major(p) {
+            return Err(format!(
+                "cluster_m=2 with bn={}: an MN-major B (layout {:?}) splits between the pair in whole 64-column boxes, so bn must be a multiple of 128",
+                c.bn, p.layout_b
+            ));
+        }
         let cols = tma::epi_box_cols(p, c);
         if c.tma_store && !c.cols_per_consumer().is_multiple_of(cols) {
             return Err(format!(
@@ -459,7 +525,7 @@ impl WgmmaGemm {
     /// `bn` in {64, 128, 160, 192, 256}; `wgmma_n` a multiple of 16 in 16..=256 dividing a consumer's columns
     /// (multiples of 64 where B is MN-major: [`WgmmaGemm::check_config_for`]); at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=[`MAX_STAGES`]; `cluster_m` 1 or 2 (2 needs
-    /// `bn` a multiple of 128, B is split between the pair); `raster_group` in 1..=64; `split_k`
+    /// `bn` a multiple of 128, or 160 for a K-major B: B is split between the pair); `raster_group` in 1..=64; `split_k`
     /// in 1..=16, and split-K only where the fix-up fits beside the accumulators (not 128 of them
     /// in a 384-thread block: ptxas spills); `pingpong` needs 2 consumers and `persistent` (each
     /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); `cluster_k`
@@ -532,8 +598,8 @@ impl WgmmaGemm {
         if !(1..=2).contains(&c.cluster_m) {
             return Err(format!("cluster_m={} must be 1 or 2", c.cluster_m));
         }
-        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) {
-            return Err(format!("cluster_m=2 splits the B tile in 64-column halves: bn={} must be a multiple of 128", c.bn));
+        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && c.bn != 160 {
+            return Err(format!("cluster_m=2 splits the B tile in halves: bn={} must be a multiple of 128 (or 160 for a K-major B)", c.bn));
         }
         if !(1..=16).contains(&c.split_k) {
             return Err(format!("split_k={} must be in 1..=16", c.split_k));
