@@ -46,6 +46,13 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
             }
         }
     }
+    // swap_ab: 16-bit inputs and the plain direct-store form only; the tile rules below then
+    // apply to the transposed product (M and N, A and B and their layouts swapped).
+    if c.swap_ab && (tf32 || c.tma_store || c.split_k != 1 || c.cluster_k != 1 || c.pingpong) {
+        return false;
+    }
+    let view = if c.swap_ab { p.transposed() } else { *p };
+    let p = &view;
     if c.bk as u64 * esz != 128 {
         return false;
     }
@@ -195,8 +202,9 @@ prop_compose! {
                     split_k in prop_oneof![6 => Just(1u32), 3 => 2u32..5, 1 => Just(16), 1 => Just(0), 1 => Just(17)],
                     pingpong in prop_oneof![3 => Just(false), 1 => Just(true)],
                     tma_store in prop_oneof![2 => Just(false), 1 => Just(true)],
-                    (split_n, cluster_k) in (prop_oneof![6 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0), 1 => Just(3)])) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k }
+                    (split_n, cluster_k) in (prop_oneof![6 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0), 1 => Just(3)]),
+                    swap_ab in prop_oneof![3 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k, swap_ab }
     }
 }
 

@@ -217,6 +217,7 @@ fn cfg(
         tma_store: false,
         split_n: false,
         cluster_k: 1,
+        swap_ab: false,
     }
 }
 
@@ -470,6 +471,59 @@ fn tma_store_cases() -> Vec<Case> {
         sample: Some(2048),
         sms: None,
     });
+    // swap_ab: the kernel computes C^T = B^T A^T and stores transposed (tile rows along N).
+    for (name, p, c, sample) in [
+        (
+            "sw_nn_160x1000x520",
+            problem(160, 1000, 520, DType::Bf16, Row, Row),
+            cfg(64, 160, 1, 160, 6, 1, true, 1),
+            None,
+        ),
+        (
+            "sw_nn_160x1024x512_cluster2",
+            problem(160, 1024, 512, DType::Bf16, Row, Row),
+            cfg(64, 160, 1, 160, 6, 2, true, 1),
+            None,
+        ),
+        (
+            "sw_nt_100x520x264_full_epilogue",
+            full_epilogue(problem(100, 520, 264, DType::Bf16, Row, Col)),
+            cfg(128, 128, 2, 128, 4, 1, true, 1),
+            None,
+        ),
+        (
+            "sw_tn_128x384x200_cluster2_f16",
+            problem(128, 384, 200, DType::F16, Col, Row),
+            cfg(64, 128, 1, 128, 4, 2, true, 1),
+            None,
+        ),
+        (
+            "sw_tt_64x256x128_batch3",
+            problem(64, 256, 128, DType::Bf16, Col, Col).batched(3),
+            cfg(128, 64, 1, 64, 4, 1, true, 1),
+            None,
+        ),
+        (
+            "sw_nn_300x256x128_three_column_tiles",
+            problem(300, 256, 128, DType::F16, Row, Row),
+            cfg(64, 128, 1, 128, 4, 1, false, 1),
+            None,
+        ),
+        (
+            "sw_nn_160x8192x8192_cluster2_sampled",
+            problem(160, 8192, 8192, DType::Bf16, Row, Row),
+            cfg(64, 160, 1, 160, 6, 2, true, 1),
+            Some(2048),
+        ),
+    ] {
+        v.push(Case {
+            name,
+            p,
+            c: WgmmaConfig { swap_ab: true, ..c },
+            sample,
+            sms: None,
+        });
+    }
     v
 }
 
@@ -1416,10 +1470,9 @@ fn split_k_and_pingpong_case_kernels_compile_without_spills() {
     }
     let t = WgmmaGemm::default();
     let mut n = 0;
-    for case in cases()
-        .iter()
-        .filter(|c| c.c.split_k > 1 || c.c.pingpong || c.c.tma_store || c.c.cluster_k > 1)
-    {
+    for case in cases().iter().filter(|c| {
+        c.c.split_k > 1 || c.c.pingpong || c.c.tma_store || c.c.cluster_k > 1 || c.c.swap_ab
+    }) {
         let src = t
             .emit(&case.p, &case.c, Arch::Sm90a)
             .unwrap_or_else(|e| panic!("{}: {e}", case.name));

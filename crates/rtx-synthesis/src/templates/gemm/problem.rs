@@ -152,6 +152,29 @@ impl GemmProblem {
         self
     }
 
+    /// The operands of `C^T = B^T A^T`: M and N, A and B (with their leading dimensions and
+    /// batch strides) trade places, and each operand's layout flips, since a row-major B read
+    /// as `B^T` is column-major over the same memory. C's fields (`ldc`, `stride_c`) and the
+    /// epilogue are kept as they are: this is the view a kernel that stores its tile transposed
+    /// computes on (wgmma's `swap_ab`), not a problem to validate on its own.
+    pub fn transposed(&self) -> GemmProblem {
+        let flip = |l: Layout| match l {
+            Layout::Row => Layout::Col,
+            Layout::Col => Layout::Row,
+        };
+        GemmProblem {
+            m: self.n,
+            n: self.m,
+            layout_a: flip(self.layout_b),
+            layout_b: flip(self.layout_a),
+            lda: self.ldb,
+            ldb: self.lda,
+            stride_a: self.stride_b,
+            stride_b: self.stride_a,
+            ..*self
+        }
+    }
+
     /// Floating-point operations (2*M*N*K per batch entry).
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64 * self.batch as f64
@@ -351,6 +374,32 @@ mod tests {
         assert!(p.validate().unwrap_err().what.contains("lda"));
         let z = GemmProblem::nn(0, 64, 64, DType::F16);
         assert!(z.validate().unwrap_err().what.contains("m=0"));
+    }
+
+    /// The transposed view swaps the operands (their buffers keep their sizes), flips their
+    /// layouts, keeps C, and is its own inverse.
+    #[test]
+    fn transposed_swaps_the_operands_and_keeps_c() {
+        let mut p =
+            GemmProblem::new(160, 1000, 520, DType::Bf16, Layout::Row, Layout::Col).batched(3);
+        p.lda = 528;
+        p.stride_a = 160 * 528;
+        p.epilogue.bias = true;
+        let t = p.transposed();
+        assert_eq!((t.m, t.n, t.k), (1000, 160, 520));
+        assert_eq!((t.layout_a, t.layout_b), (Layout::Row, Layout::Col));
+        assert_eq!(
+            (t.lda, t.ldb, t.stride_a, t.stride_b),
+            (p.ldb, p.lda, p.stride_b, p.stride_a)
+        );
+        assert_eq!(
+            (t.ldc, t.stride_c, t.epilogue),
+            (p.ldc, p.stride_c, p.epilogue)
+        );
+        let (a, b, _) = p.buffer_elems();
+        let (ta, tb, _) = t.buffer_elems();
+        assert_eq!((ta, tb), (b, a));
+        assert_eq!(t.transposed(), p);
     }
 
     /// A batch stride whose extent overflows used to pass `validate` (and wrap in release, so a

@@ -336,6 +336,7 @@ impl WgmmaGemm {
                                     tma_store,
                                     split_n,
                                     cluster_k: 2,
+                                    swap_ab: false,
                                 });
                             }
                         }
@@ -367,7 +368,36 @@ impl WgmmaGemm {
                         tma_store: false,
                         split_n: false,
                         cluster_k: 1,
+                        swap_ab: false,
                     });
+                }
+            }
+        }
+        // The transposed product (swap_ab): tiles of `bm` of the user's N by `bn` of its M (the
+        // whole of a small M in one column tile), alone or in a 2-CTA cluster sharing the user's
+        // A tile (the kernel's B), direct transposed stores.
+        for (bm, consumers) in [(64u32, 1u32), (128, 1), (128, 2)] {
+            for bn in [64u32, 128, 160, 192, 256] {
+                for stages in [4u32, 6, 8] {
+                    for cluster_m in [1u32, 2] {
+                        v.push(WgmmaConfig {
+                            bm,
+                            bn,
+                            bk,
+                            consumers,
+                            wgmma_n: bn,
+                            stages,
+                            cluster_m,
+                            persistent: true,
+                            raster_group: 1,
+                            split_k: 1,
+                            pingpong: false,
+                            tma_store: false,
+                            split_n: false,
+                            cluster_k: 1,
+                            swap_ab: true,
+                        });
+                    }
                 }
             }
         }
@@ -394,6 +424,7 @@ impl WgmmaGemm {
                             tma_store: false,
                             split_n,
                             cluster_k: 1,
+                            swap_ab: false,
                         });
                     }
                 }
@@ -432,7 +463,18 @@ impl WgmmaGemm {
 
     /// The two tensor-map descriptions (A, B) the launch wrapper encodes.
     pub fn tensor_maps(&self, p: &GemmProblem, c: &WgmmaConfig) -> (TmaDesc, TmaDesc) {
-        (tma_desc_a(p, c), tma_desc_b(p, c))
+        let v = Self::view(p, c);
+        (tma_desc_a(&v, c), tma_desc_b(&v, c))
+    }
+
+    /// The problem the kernel computes: `p`, or with [`WgmmaConfig::swap_ab`] its transposed
+    /// view ([`GemmProblem::transposed`]: A is the user's B, B the user's A, M and N swapped).
+    pub fn view(p: &GemmProblem, c: &WgmmaConfig) -> GemmProblem {
+        if c.swap_ab {
+            p.transposed()
+        } else {
+            *p
+        }
     }
 
     /// The stage depth `bk` (elements) of `dtype`: 128 bytes of K, i.e. 64 for f16/bf16 and 32
@@ -672,6 +714,7 @@ impl WgmmaGemm {
             tma_store: sixteen_bit && rung.persistent && Self::check_tma_store(problem).is_ok(),
             split_n: false,
             cluster_k: 1,
+            swap_ab: false,
         };
         if let Some(g) = rung.streaming_raster_group {
             if Self::b_streams(problem, &c) {
@@ -917,6 +960,7 @@ impl Template for WgmmaGemm {
                         tma_store,
                         split_n,
                         cluster_k: 1,
+                        swap_ab: false,
                     });
                 }
             }
@@ -968,6 +1012,7 @@ impl Template for WgmmaGemm {
                                                     tma_store,
                                                     split_n,
                                                     cluster_k: 1,
+                                                    swap_ab: false,
                                                 });
                                             }
                                         }
@@ -1000,6 +1045,21 @@ impl Template for WgmmaGemm {
         }
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
+        if config.swap_ab
+            && (!matches!(problem.dtype, DType::F16 | DType::Bf16)
+                || config.tma_store
+                || config.split_k != 1
+                || config.cluster_k != 1
+                || config.pingpong)
+        {
+            return Err(fail(format!(
+                "swap_ab stores the transposed tile straight from the fragments: it needs f16/bf16 inputs (got {}), no tma_store, split_k 1, cluster_k 1 and no pingpong",
+                problem.dtype
+            )));
+        }
+        // Everything below is about the product the kernel computes (transposed with swap_ab).
+        let view = Self::view(problem, config);
+        let problem = &view;
         if let Some(bk) = Self::block_k(problem.dtype) {
             if config.bk != bk {
                 return Err(fail(format!(
@@ -1074,7 +1134,7 @@ impl Template for WgmmaGemm {
     ) -> Result<KernelSource, ConstraintViolation> {
         self.check(problem, config, arch)?;
         let entry = self.entry_name(problem, config);
-        let code = codegen::kernel_source(problem, config, &entry);
+        let code = codegen::kernel_source(&Self::view(problem, config), config, &entry);
         Ok(KernelSource {
             entry,
             code,
@@ -1087,7 +1147,8 @@ impl Template for WgmmaGemm {
     /// Total for any config: a config `check` rejects gets a saturated grid and block.
     fn launch(&self, problem: &GemmProblem, config: &WgmmaConfig) -> LaunchDims {
         let cl = config.cluster_size();
-        let units = config.units(problem.m, problem.n).clamp(1, i32::MAX as u64) as u32;
+        let view = Self::view(problem, config);
+        let units = config.units(view.m, view.n).clamp(1, i32::MAX as u64) as u32;
         let clusters = if config.persistent {
             let per_batch = (self.sm_count / cl / problem.batch.max(1)).max(1);
             units.min(per_batch)
@@ -1111,7 +1172,7 @@ impl Template for WgmmaGemm {
             sm_count: self.sm_count,
             ..device.clone()
         };
-        cost::estimate_us(problem, config, &device)
+        cost::estimate_us(&Self::view(problem, config), config, &device)
     }
 
     /// Total for any config: computed in `u64` from the fields, with `cluster_m` / `split_k`
@@ -1127,6 +1188,7 @@ impl Template for WgmmaGemm {
             + 2 * f(c.split_k.saturating_sub(1).min(4))
             + 2 * f(u32::from(c.pingpong))
             + f(u32::from(c.tma_store))
+            + 2 * f(u32::from(c.swap_ab))
     }
 }
 
@@ -1150,6 +1212,76 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// `swap_ab` runs the transposed product: its kernel's tile rows walk the user's N, its
+    /// tensor maps read B as the first operand, it stores every element transposed, and only
+    /// swap_ab kernels carry that store (the others' source is unchanged by it). Refused where
+    /// it needs what it does not support.
+    #[test]
+    fn swap_ab_computes_the_transposed_product() {
+        let mut t = WgmmaGemm::new(132);
+        t.experimental = true;
+        let p = GemmProblem::nn(160, 8192, 1024, DType::Bf16);
+        let space = t.space(&p, Arch::Sm90a);
+        let sw = space
+            .iter()
+            .find(|c| c.swap_ab && c.bm == 64 && c.bn == 160 && c.cluster_m == 2)
+            .unwrap()
+            .clone();
+        t.check(&p, &sw, Arch::Sm90a).unwrap();
+        // 8192 / 64 tile rows along N, one 160-column tile over M, in pairs.
+        assert_eq!(t.launch(&p, &sw).grid[0], 128);
+        let (a, b) = t.tensor_maps(&p, &sw);
+        let (ua, ub) = t.tensor_maps(
+            &p,
+            &WgmmaConfig {
+                swap_ab: false,
+                ..sw.clone()
+            },
+        );
+        assert_eq!(
+            a.dims[..2],
+            [8192, 1024],
+            "the kernel's A is the user's row-major B"
+        );
+        assert_eq!(
+            b.dims[..2],
+            [1024, 160],
+            "the kernel's B is the user's row-major A"
+        );
+        assert_ne!((a.dims, b.dims), (ua.dims, ub.dims));
+        let code = t.emit(&p, &sw, Arch::Sm90a).unwrap().code;
+        assert!(code.contains("epi_store_t(Cb, bias, Rb, (long long)col * ldc + row"));
+        let plain = t
+            .emit(&p, &t.default_config(&p, Arch::Sm90a), Arch::Sm90a)
+            .unwrap()
+            .code;
+        assert!(!plain.contains("epi_store_t"));
+        for bad in [
+            WgmmaConfig {
+                tma_store: true,
+                ..sw.clone()
+            },
+            WgmmaConfig {
+                split_k: 2,
+                cluster_m: 1,
+                ..sw.clone()
+            },
+        ] {
+            let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
+            assert!(e.reason.contains("swap_ab"), "{e}");
+        }
+        let tf = GemmProblem::nn(160, 8192, 1024, DType::Tf32);
+        let c = WgmmaConfig {
+            bk: BLOCK_K_TF32,
+            ..sw
+        };
+        assert!(t
+            .check(&tf, &c, Arch::Sm90a)
+            .unwrap_err()
+            .reason
+            .contains("swap_ab"));
     }
 
     /// The suite times kernels after flushing the L2 with a memset; an `evict_last` (or any
@@ -1794,6 +1926,7 @@ mod tests {
             persistent: false,
             tma_store: false,
             cluster_k: 2,
+            swap_ab: false,
             ..base.clone()
         };
         t.check(&p, &ck, Arch::Sm90a).unwrap();
@@ -1938,6 +2071,7 @@ mod tests {
         let cluster = WgmmaConfig {
             cluster_m: 1 << 31,
             cluster_k: 2,
+            swap_ab: false,
             ..base.clone()
         };
         assert_eq!(t.launch(&p, &cluster).grid[0], u32::MAX);
@@ -2082,12 +2216,13 @@ mod tests {
             tma_store in any::<bool>(),
             split_n in any::<bool>(),
             cluster_k in field(&[1, 2]),
+            swap_ab in any::<bool>(),
             rank in field(&[0, 1]),
             arch in proptest::sample::select(vec![Arch::Sm80, Arch::Sm90a, Arch::Sm120]),
         ) {
             let c = WgmmaConfig {
                 bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group,
-                split_k, pingpong, tma_store, split_n, cluster_k,
+                split_k, pingpong, tma_store, split_n, cluster_k, swap_ab,
             };
             exercise(WgmmaGemm::new(sm_count), &p, &c, arch, rank)?;
         }

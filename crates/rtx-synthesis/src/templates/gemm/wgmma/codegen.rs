@@ -415,7 +415,7 @@ fn emit_packed_stores(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     });
 }
 
-fn emit_epilogue_fns(w: &mut CudaWriter, p: &GemmProblem) {
+fn emit_epilogue_fns(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let e = &p.epilogue;
     let (to_f, to_f2, from_f, from_f2, pair) = out_conversions(e.out_dtype);
     w.constant("bool", "EPI_READ_C", e.beta != 0.0);
@@ -540,7 +540,22 @@ __device__ __forceinline__ void unit_coords(int u, int tiles_m, int tiles_n, int
   kb1 = (int)(((unsigned)(split + 1) * (unsigned)kblocks) / SPLIT_K);
 }"#,
     );
+    if c.swap_ab {
+        w.lines(T_STORE_FN);
+    }
 }
+
+/// The transposed store of `swap_ab` kernels (only they carry it, so every other kernel's
+/// source stays byte-identical).
+const T_STORE_FN: &str = r#"// Transposed C (swap_ab): the accumulator pair (row, col), (row, col + 1) of the kernel's
+// product C^T lands at C[col][row] and C[col + 1][row]; `off` is the offset of the first, the
+// bias runs along the kernel's rows (the user's columns).
+__device__ __forceinline__ void epi_store_t(TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int row,
+                                            int col, int N, int ldc, float a0, float a1, float alpha, float beta) {
+  if (col < N) Cb[off] = f_to_out(epi1(a0, Cb, bias, Rb, off, row, alpha, beta));
+  if (col + 1 < N) Cb[off + ldc] = f_to_out(epi1(a1, Cb, bias, Rb, off + ldc, row, alpha, beta));
+}
+"#;
 
 fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line(format!("typedef {} TIn;", p.dtype.cuda_type()));
@@ -979,7 +994,12 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let checked = |a: &str| {
         format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);")
     };
-    if c.split_k > 1 {
+    if c.swap_ab {
+        w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place.");
+        emit_direct_store_loops(w, c, |a| {
+            format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
+        });
+    } else if c.split_k > 1 {
         emit_direct_store_loops(w, c, checked);
     } else {
         w.open(format!(
@@ -1214,7 +1234,7 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
         !a_is_k_major(p),
         !b_is_k_major(p),
     );
-    emit_epilogue_fns(&mut w, p);
+    emit_epilogue_fns(&mut w, p, c);
     if c.tma_store {
         emit_tma_store_fns(&mut w, p);
     }

@@ -89,6 +89,15 @@ pub struct WgmmaConfig {
     /// `cluster_m == 1`, `split_k == 1`, no ping-pong. 1 = off.
     #[serde(default = "one")]
     pub cluster_k: u32,
+    /// Transposed problem: the kernel computes `C^T = B^T A^T`, so the problem's N runs along
+    /// the tile's rows (`bm`) and its M along the columns (`bn`, where any multiple of 16 is a
+    /// wgmma width): a small M fills one column tile instead of padding 64-row wgmma blocks.
+    /// A and B swap roles (each keeps its memory layout, seen transposed) and the epilogue
+    /// stores every element at its transposed place in the row-major C (pairs of output rows
+    /// at one column; the bias runs along the tile's rows). Needs 16-bit inputs, direct stores
+    /// (no `tma_store`), `split_k` 1, `cluster_k` 1 and no ping-pong.
+    #[serde(default)]
+    pub swap_ab: bool,
 }
 
 fn one() -> u32 {
@@ -351,6 +360,9 @@ impl WgmmaConfig {
         if self.cluster_k > 1 {
             s.push_str(&format!("_ck{}", self.cluster_k));
         }
+        if self.swap_ab {
+            s.push_str("_sw");
+        }
         s
     }
 }
@@ -375,6 +387,7 @@ mod tests {
             tma_store: false,
             split_n: false,
             cluster_k: 1,
+            swap_ab: false,
         }
     }
 
@@ -497,6 +510,7 @@ mod tests {
             bn: 128,
             wgmma_n: 128,
             cluster_k: 2,
+            swap_ab: false,
             ..big()
         };
         assert_eq!(c.cluster_size(), 2);

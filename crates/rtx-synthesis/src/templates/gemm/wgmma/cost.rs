@@ -209,6 +209,7 @@ mod tests {
             tma_store: false,
             split_n: false,
             cluster_k: 1,
+            swap_ab: false,
         }
     }
 
@@ -376,6 +377,7 @@ mod tests {
             consumers: 2,
             stages: 5,
             cluster_k: 2,
+            swap_ab: false,
             ..rung.clone()
         };
         let narrow = WgmmaConfig {
@@ -399,6 +401,7 @@ mod tests {
         let big = GemmProblem::nn(8192, 8192, 8192, DType::Bf16);
         let whole = WgmmaConfig {
             cluster_k: 1,
+            swap_ab: false,
             ..pair.clone()
         };
         assert!(est(&big, &pair) > est(&big, &whole));

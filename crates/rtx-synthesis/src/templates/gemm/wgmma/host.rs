@@ -269,11 +269,18 @@ impl WgmmaGemm {
         } else {
             (0, 0)
         };
-        // The GEMM launch reads staged operands from their K-major copies.
-        let q = kernel_problem(p);
+        // The kernel computes on `v` (with swap_ab: B^T A^T, so the user's B is its A and the
+        // user's A its B); the GEMM launch reads staged operands from their K-major copies.
+        let v = Self::view(p, c);
+        let q = kernel_problem(&v);
+        let (ptr_a, ptr_b) = if c.swap_ab {
+            (bufs.b.ptr(), bufs.a.ptr())
+        } else {
+            (bufs.a.ptr(), bufs.b.ptr())
+        };
         let (da, db) = self.tensor_maps(p, c);
-        let addr_a = if st.a { stage_a } else { bufs.a.ptr() };
-        let addr_b = if st.b { stage_b } else { bufs.b.ptr() };
+        let addr_a = if st.a { stage_a } else { ptr_a };
+        let addr_b = if st.b { stage_b } else { ptr_b };
         let tm_a =
             encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap {
                 operand: "A",
@@ -308,13 +315,13 @@ impl WgmmaGemm {
         // (the user's operands for the pre-pass, the staged view for the GEMM).
         let args_for = |src: &GemmProblem, prepass: i32| {
             let mut args = KernelArgs::new();
-            args.u64(bufs.a.ptr())
-                .u64(bufs.b.ptr())
+            args.u64(ptr_a)
+                .u64(ptr_b)
                 .u64(bufs.c.ptr())
                 .u64(bias)
                 .u64(residual)
-                .i32(p.m as i32)
-                .i32(p.n as i32)
+                .i32(v.m as i32)
+                .i32(v.n as i32)
                 .i32(p.k as i32)
                 .i32(src.lda as i32)
                 .i32(src.ldb as i32)

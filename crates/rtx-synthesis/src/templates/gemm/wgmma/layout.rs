@@ -359,6 +359,7 @@ mod tests {
             tma_store: false,
             split_n: false,
             cluster_k: 1,
+            swap_ab: false,
         }
     }
 
