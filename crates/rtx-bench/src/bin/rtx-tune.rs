@@ -159,7 +159,8 @@ struct GemmArgs {
     #[arg(long = "where")]
     filter: Option<String>,
     /// Also search the configs kept out of the default space (today: wgmma cluster split-K,
-    /// '{"cluster_k":2}', slower than the rungs where measured); sets RTX_EXPERIMENTAL=1 for
+    /// '{"cluster_k":2}', slower than the rungs where measured; the transposed product,
+    /// '{"swap_ab":true}'; 192-row split-K and 160-column tiles); sets RTX_EXPERIMENTAL=1 for
     /// this run and its workers.
     #[arg(long)]
     experimental: bool,
@@ -491,10 +492,10 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
     if args
         .filter
         .as_deref()
-        .is_some_and(|f| f.contains("cluster_k"))
+        .is_some_and(|f| f.contains("cluster_k") || f.contains("swap_ab"))
         && !WgmmaGemm::for_env(1).experimental
     {
-        println!("note: cluster_k configs are experimental (kept out of the default space: slower than the rungs on the H200 so far): add --experimental to search them");
+        println!("note: cluster_k and swap_ab configs are experimental (kept out of the default space until measured ahead of the rungs on the H200): add --experimental to search them");
     }
     let req = TuneRequest {
         strategy,
