@@ -107,21 +107,9 @@ fn compile_and_check(t: &WgmmaGemm, p: &GemmProblem, c: &WgmmaConfig) {
 
 fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, stages: u32, cluster_m: u32) -> WgmmaConfig {
     WgmmaConfig {
-        bm,
-        bn,
-        bk: 64,
-        consumers,
-        wgmma_n,
-        stages,
         cluster_m,
-        persistent: true,
         raster_group: 8,
-        split_k: 1,
-        pingpong: false,
-        tma_store: false,
-        split_n: false,
-        cluster_k: 1,
-        swap_ab: false,
+        ..WgmmaConfig::basic(bm, bn, 64, consumers, wgmma_n, stages)
     }
 }
 

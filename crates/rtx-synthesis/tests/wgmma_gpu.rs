@@ -203,21 +203,10 @@ fn cfg(
     raster_group: u32,
 ) -> WgmmaConfig {
     WgmmaConfig {
-        bm,
-        bn,
-        bk: 64,
-        consumers,
-        wgmma_n,
-        stages,
         cluster_m,
         persistent,
         raster_group,
-        split_k: 1,
-        pingpong: false,
-        tma_store: false,
-        split_n: false,
-        cluster_k: 1,
-        swap_ab: false,
+        ..WgmmaConfig::basic(bm, bn, 64, consumers, wgmma_n, stages)
     }
 }
 

@@ -354,21 +354,8 @@ impl WgmmaGemm {
             for &stages in stage_list {
                 for cluster_m in [1u32, 2] {
                     v.push(WgmmaConfig {
-                        bm,
-                        bn: 160,
-                        bk,
-                        consumers,
-                        wgmma_n: 160,
-                        stages,
                         cluster_m,
-                        persistent: true,
-                        raster_group: 1,
-                        split_k: 1,
-                        pingpong: false,
-                        tma_store: false,
-                        split_n: false,
-                        cluster_k: 1,
-                        swap_ab: false,
+                        ..WgmmaConfig::basic(bm, 160, bk, consumers, 160, stages)
                     });
                 }
             }
@@ -381,21 +368,9 @@ impl WgmmaGemm {
                 for stages in [4u32, 6, 8] {
                     for cluster_m in [1u32, 2] {
                         v.push(WgmmaConfig {
-                            bm,
-                            bn,
-                            bk,
-                            consumers,
-                            wgmma_n: bn,
-                            stages,
                             cluster_m,
-                            persistent: true,
-                            raster_group: 1,
-                            split_k: 1,
-                            pingpong: false,
-                            tma_store: false,
-                            split_n: false,
-                            cluster_k: 1,
                             swap_ab: true,
+                            ..WgmmaConfig::basic(bm, bn, bk, consumers, bn, stages)
                         });
                     }
                 }
@@ -410,21 +385,10 @@ impl WgmmaGemm {
                 for stages in [4u32, 5] {
                     for raster_group in [1u32, 8] {
                         v.push(WgmmaConfig {
-                            bm: 192,
-                            bn: 128,
-                            bk,
-                            consumers,
-                            wgmma_n,
-                            stages,
-                            cluster_m: 1,
-                            persistent: true,
                             raster_group,
                             split_k,
-                            pingpong: false,
-                            tma_store: false,
                             split_n,
-                            cluster_k: 1,
-                            swap_ab: false,
+                            ..WgmmaConfig::basic(192, 128, bk, consumers, wgmma_n, stages)
                         });
                     }
                 }

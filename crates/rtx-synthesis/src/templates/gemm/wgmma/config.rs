@@ -109,6 +109,31 @@ fn round_up(x: u32, m: u32) -> u32 {
     x.checked_next_multiple_of(m).unwrap_or(u32::MAX / m * m)
 }
 
+impl WgmmaConfig {
+    /// A persistent single-CTA config with row-major tile order and every option off (no
+    /// cluster, split-K, ping-pong, TMA store, column split or transposition): the base the
+    /// spaces vary with struct-update syntax.
+    pub fn basic(bm: u32, bn: u32, bk: u32, consumers: u32, wgmma_n: u32, stages: u32) -> Self {
+        WgmmaConfig {
+            bm,
+            bn,
+            bk,
+            consumers,
+            wgmma_n,
+            stages,
+            cluster_m: 1,
+            persistent: true,
+            raster_group: 1,
+            split_k: 1,
+            pingpong: false,
+            tma_store: false,
+            split_n: false,
+            cluster_k: 1,
+            swap_ab: false,
+        }
+    }
+}
+
 /// Every helper below is total: a config far outside the space (an imported tuning database may
 /// hold any field values; [`crate::templates::Template::check`] rejects it) gets sizes that
 /// saturate near `u32::MAX` / `u64::MAX` and zero divisors read as 1, never an overflow panic
@@ -373,21 +398,8 @@ mod tests {
 
     fn big() -> WgmmaConfig {
         WgmmaConfig {
-            bm: 128,
-            bn: 256,
-            bk: 64,
-            consumers: 2,
-            wgmma_n: 256,
-            stages: 4,
-            cluster_m: 1,
-            persistent: true,
             raster_group: 8,
-            split_k: 1,
-            pingpong: false,
-            tma_store: false,
-            split_n: false,
-            cluster_k: 1,
-            swap_ab: false,
+            ..WgmmaConfig::basic(128, 256, 64, 2, 256, 4)
         }
     }
 

@@ -195,21 +195,8 @@ mod tests {
 
     fn cfg(bm: u32, bn: u32) -> WgmmaConfig {
         WgmmaConfig {
-            bm,
-            bn,
-            bk: 64,
-            consumers: if bm >= 128 { 2 } else { 1 },
-            wgmma_n: bn,
-            stages: 4,
-            cluster_m: 1,
-            persistent: true,
             raster_group: 8,
-            split_k: 1,
-            pingpong: false,
-            tma_store: false,
-            split_n: false,
-            cluster_k: 1,
-            swap_ab: false,
+            ..WgmmaConfig::basic(bm, bn, 64, if bm >= 128 { 2 } else { 1 }, bn, 4)
         }
     }
 

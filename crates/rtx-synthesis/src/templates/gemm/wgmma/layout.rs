@@ -345,21 +345,9 @@ mod tests {
 
     fn cfg(bm: u32, bn: u32, consumers: u32, wgmma_n: u32, cluster_m: u32) -> WgmmaConfig {
         WgmmaConfig {
-            bm,
-            bn,
-            bk: 64,
-            consumers,
-            wgmma_n,
-            stages: 3,
             cluster_m,
             persistent: false,
-            raster_group: 1,
-            split_k: 1,
-            pingpong: false,
-            tma_store: false,
-            split_n: false,
-            cluster_k: 1,
-            swap_ab: false,
+            ..WgmmaConfig::basic(bm, bn, 64, consumers, wgmma_n, 3)
         }
     }
 

@@ -258,21 +258,8 @@ mod tests {
 
     fn cfg() -> WgmmaConfig {
         WgmmaConfig {
-            bm: 128,
-            bn: 256,
-            bk: 64,
-            consumers: 2,
-            wgmma_n: 256,
-            stages: 4,
-            cluster_m: 1,
             persistent: false,
-            raster_group: 1,
-            split_k: 1,
-            pingpong: false,
-            tma_store: false,
-            split_n: false,
-            cluster_k: 1,
-            swap_ab: false,
+            ..WgmmaConfig::basic(128, 256, 64, 2, 256, 4)
         }
     }
 
