@@ -281,14 +281,16 @@ impl WgmmaGemm {
         let (da, db) = self.tensor_maps(p, c);
         let addr_a = if st.a { stage_a } else { ptr_a };
         let addr_b = if st.b { stage_b } else { ptr_b };
+        // Errors name the user's operands (swapped under swap_ab).
+        let (name_a, name_b) = if c.swap_ab { ("B", "A") } else { ("A", "B") };
         let tm_a =
             encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap {
-                operand: "A",
+                operand: name_a,
                 reason,
             })?;
         let tm_b =
             encode_tensor_map(&db, addr_b).map_err(|reason| WgmmaLaunchError::TensorMap {
-                operand: "B",
+                operand: name_b,
                 reason,
             })?;
         let tm_c = if c.tma_store {
