@@ -1248,6 +1248,56 @@ mod tests {
             .contains("swap_ab"));
     }
 
+    /// A swap_ab kernel is the kernel of the transposed problem (same config without swap_ab)
+    /// up to its epilogue: the same loads, ring and wgmmas; only the stores differ.
+    #[test]
+    fn swap_ab_kernels_differ_from_the_transposed_problems_only_in_the_stores() {
+        let mut t = WgmmaGemm::new(132);
+        t.experimental = true;
+        for p in [
+            GemmProblem::nn(160, 8192, 1024, DType::Bf16),
+            GemmProblem::new(100, 520, 264, DType::F16, Layout::Row, Layout::Col),
+            GemmProblem::new(64, 256, 128, DType::Bf16, Layout::Col, Layout::Col).batched(3),
+        ] {
+            for sw in t
+                .space(&p, Arch::Sm90a)
+                .into_iter()
+                .filter(|c| c.swap_ab && c.stages == 4 && t.check(&p, c, Arch::Sm90a).is_ok())
+            {
+                let plain = WgmmaConfig {
+                    swap_ab: false,
+                    ..sw.clone()
+                };
+                // As a problem of its own, with a C of its shape (ldc is a kernel argument).
+                let q = GemmProblem {
+                    ldc: p.m,
+                    stride_c: u64::from(p.m) * u64::from(p.n),
+                    ..p.transposed()
+                };
+                let a = t.emit(&p, &sw, Arch::Sm90a).unwrap();
+                let b = t.emit(&q, &plain, Arch::Sm90a).unwrap();
+                // The entry name and the header comment name the config; the rest must match.
+                let mainloop = |src: &KernelSource, c: &WgmmaConfig| {
+                    let code = src
+                        .code
+                        .replace(&src.entry, "ENTRY")
+                        .replace(&c.tag(), "TAG");
+                    let end = code.find("Epilogue straight from the fragments").unwrap();
+                    code[..end].replace(codegen::T_STORE_FN, "")
+                };
+                assert!(a.code.contains(codegen::T_STORE_FN), "{}", a.entry);
+                let (ma, mb) = (mainloop(&a, &sw), mainloop(&b, &plain));
+                assert_eq!(ma.lines().count(), mb.lines().count(), "{}", a.entry);
+                let first = ma.lines().zip(mb.lines()).find(|(x, y)| x != y);
+                assert!(
+                    first.is_none(),
+                    "{}: differs before the epilogue at {first:?}",
+                    a.entry
+                );
+            }
+        }
+    }
+
     /// The suite times kernels after flushing the L2 with a memset; an `evict_last` (or any
     /// `createpolicy`) hint on the loads lets inputs survive that flush (call BF, session 14:
     /// 4-8% "faster" for that reason alone), so no config of the space may emit one.

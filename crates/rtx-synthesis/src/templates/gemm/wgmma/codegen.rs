@@ -547,7 +547,7 @@ __device__ __forceinline__ void unit_coords(int u, int tiles_m, int tiles_n, int
 
 /// The transposed store of `swap_ab` kernels (only they carry it, so every other kernel's
 /// source stays byte-identical).
-const T_STORE_FN: &str = r#"// Transposed C (swap_ab): the accumulator pair (row, col), (row, col + 1) of the kernel's
+pub(crate) const T_STORE_FN: &str = r#"// Transposed C (swap_ab): the accumulator pair (row, col), (row, col + 1) of the kernel's
 // product C^T lands at C[col][row] and C[col + 1][row]; `off` is the offset of the first, the
 // bias runs along the kernel's rows (the user's columns).
 __device__ __forceinline__ void epi_store_t(TOut* Cb, const TOut* bias, const TOut* Rb, long long off, int row,
