@@ -1254,6 +1254,7 @@ mod tests {
     fn swap_ab_kernels_differ_from_the_transposed_problems_only_in_the_stores() {
         let mut t = WgmmaGemm::new(132);
         t.experimental = true;
+        let mut n = 0;
         for p in [
             GemmProblem::nn(160, 8192, 1024, DType::Bf16),
             GemmProblem::new(100, 520, 264, DType::F16, Layout::Row, Layout::Col),
@@ -1294,8 +1295,10 @@ mod tests {
                     "{}: differs before the epilogue at {first:?}",
                     a.entry
                 );
+                n += 1;
             }
         }
+        assert!(n >= 20, "only {n} swap_ab configs compared");
     }
 
     /// The suite times kernels after flushing the L2 with a memset; an `evict_last` (or any
