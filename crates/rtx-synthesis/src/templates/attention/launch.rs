@@ -286,7 +286,8 @@ impl AttentionStrides {
             .saturating_add(p.head_dim as u64)
     }
 
-    /// Alignment (every stride a whole number of 16-byte chunks), rows at least `head_dim`
+    /// Strides within `i64` (the kernel's `long long`, even where a dimension of one entry never
+    /// uses its stride), alignment (every stride a whole number of 16-byte chunks), rows at least `head_dim`
     /// apart, and `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`). Whether heads and
     /// batches overlap is [`AttentionStrides::check_disjoint`]'s question.
     pub fn check(
@@ -303,6 +304,13 @@ impl AttentionStrides {
             ("head", self.head),
             ("row", self.row),
         ] {
+            // The kernel takes each stride as a `long long`, even one its dimension of a single
+            // entry never multiplies.
+            if s > i64::MAX as u64 {
+                return bad(format!(
+                    "{what} stride {s} exceeds the kernel's long long range"
+                ));
+            }
             if s % chunk != 0 {
                 return bad(format!(
                     "{what} stride {s} is not a multiple of {chunk} elements (16 bytes)"
@@ -508,6 +516,45 @@ mod tests {
             ..AttentionStrides::contiguous(&one, 128)
         };
         o.check_disjoint("o", &one, 128).unwrap();
+    }
+
+    /// A stride the kernel's `long long` cannot carry is refused even where its dimension has
+    /// one entry (it used to be cast to a negative value and passed, unused).
+    #[test]
+    fn strides_beyond_i64_are_refused() {
+        let p = AttentionProblem::new(1, 1, 64, 64, false, DType::F16);
+        let ok = AttentionStrides::contiguous(&p, 64);
+        ok.check("q", &p, 64, 2).unwrap();
+        for (what, s) in [
+            (
+                "batch",
+                AttentionStrides {
+                    batch: 1 << 63,
+                    ..ok
+                },
+            ),
+            (
+                "head",
+                AttentionStrides {
+                    head: u64::MAX - 7,
+                    ..ok
+                },
+            ),
+        ] {
+            let e = s.check("q", &p, 64, 2).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("{what} stride"))
+                    && e.to_string().contains("long long"),
+                "{e}"
+            );
+        }
+        // The largest aligned stride that fits is still accepted.
+        AttentionStrides {
+            batch: (i64::MAX as u64) / 8 * 8,
+            ..ok
+        }
+        .check("q", &p, 64, 2)
+        .unwrap();
     }
 
     proptest! {
