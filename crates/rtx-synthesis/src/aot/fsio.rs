@@ -1,6 +1,7 @@
-//! Crash- and race-safe file helpers shared by the kernel cache, bundles and the profile store:
-//! atomic replacement (temp file in the same folder + fsync + rename), a versioned, checksummed
-//! frame around a body, a size-limited decoder for bodies, and the platform cache root.
+//! Crash- and race-safe file helpers shared by the kernel cache, bundles, the profile store and
+//! the tuning database: atomic replacement (temp file in the same folder + fsync + rename), a
+//! versioned, checksummed frame around a body, a size-limited decoder for bodies, and the
+//! platform cache root.
 //!
 //! Frame layout (all integers little-endian), [`HEADER_LEN`] bytes then the body:
 //!
@@ -52,6 +53,14 @@ pub enum FrameError {
         /// Version this build reads.
         expected: u32,
     },
+    /// Written by a format version outside `1..=max` (0, or newer than this build knows).
+    #[error("format version {found} (this build reads 1 to {max})")]
+    UnsupportedVersion {
+        /// Version found.
+        found: u32,
+        /// Newest version this build reads.
+        max: u32,
+    },
     /// The body is shorter or longer than the header says (truncated or appended to).
     #[error("body is {actual} bytes but the header says {declared}")]
     Length {
@@ -91,44 +100,85 @@ pub fn frame(magic: &[u8; 8], version: u32, body: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Checks the header of a framed file and returns its body.
+/// Checks the header of a framed file written by exactly `version` and returns its body.
 pub fn unframe<'a>(magic: &[u8; 8], version: u32, bytes: &'a [u8]) -> Result<&'a [u8], FrameError> {
     if bytes.len() < HEADER_LEN {
         return Err(FrameError::TooShort { len: bytes.len() });
     }
-    let (header, body) = bytes.split_at(HEADER_LEN);
-    let mut found = [0u8; 8];
-    found.copy_from_slice(&header[0..8]);
-    if &found != magic {
+    let accept = |found| {
+        if found == version {
+            Ok(())
+        } else {
+            Err(FrameError::WrongVersion {
+                found,
+                expected: version,
+            })
+        }
+    };
+    unframe_with(magic, accept, bytes).map(|(_, body)| body)
+}
+
+/// Checks the header of a framed file written by any version in `1..=max_version` (older
+/// formats stay readable) and returns that version and the body. Magic and version are checked
+/// before the rest of the header, so a newer format is reported as such even if its header is
+/// shorter.
+pub fn unframe_versions<'a>(
+    magic: &[u8; 8],
+    max_version: u32,
+    bytes: &'a [u8],
+) -> Result<(u32, &'a [u8]), FrameError> {
+    let accept = |found| {
+        if (1..=max_version).contains(&found) {
+            Ok(())
+        } else {
+            Err(FrameError::UnsupportedVersion {
+                found,
+                max: max_version,
+            })
+        }
+    };
+    unframe_with(magic, accept, bytes)
+}
+
+/// The checks of [`unframe`] and [`unframe_versions`] in order (magic, version, header length,
+/// body length, checksum); `accept` refuses a version with its error.
+fn unframe_with<'a>(
+    magic: &[u8; 8],
+    accept: impl FnOnce(u32) -> Result<(), FrameError>,
+    bytes: &'a [u8],
+) -> Result<(u32, &'a [u8]), FrameError> {
+    let too_short = FrameError::TooShort { len: bytes.len() };
+    let Some((found, rest)) = bytes.split_first_chunk::<8>() else {
+        return Err(too_short);
+    };
+    if found != magic {
         return Err(FrameError::BadMagic {
-            found,
+            found: *found,
             expected: *magic,
         });
     }
-    let mut v = [0u8; 4];
-    v.copy_from_slice(&header[8..12]);
-    let found_version = u32::from_le_bytes(v);
-    if found_version != version {
-        return Err(FrameError::WrongVersion {
-            found: found_version,
-            expected: version,
-        });
-    }
-    let mut l = [0u8; 8];
-    l.copy_from_slice(&header[12..20]);
-    let declared = u64::from_le_bytes(l);
+    let Some((v, rest)) = rest.split_first_chunk::<4>() else {
+        return Err(too_short);
+    };
+    let version = u32::from_le_bytes(*v);
+    accept(version)?;
+    let Some((l, rest)) = rest.split_first_chunk::<8>() else {
+        return Err(too_short);
+    };
+    let Some((h, body)) = rest.split_first_chunk::<32>() else {
+        return Err(too_short);
+    };
+    let declared = u64::from_le_bytes(*l);
     if declared != body.len() as u64 {
         return Err(FrameError::Length {
             declared,
             actual: body.len() as u64,
         });
     }
-    let mut h = [0u8; 32];
-    h.copy_from_slice(&header[20..52]);
-    if blake3::hash(body) != blake3::Hash::from_bytes(h) {
+    if blake3::hash(body) != blake3::Hash::from_bytes(*h) {
         return Err(FrameError::Checksum);
     }
-    Ok(body)
+    Ok((version, body))
 }
 
 /// Whether a file name is one of [`write_atomic`]'s in-flight temporaries.
@@ -293,6 +343,65 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn unframe_versions_reads_every_version_up_to_max() {
+        for v in 1..=3 {
+            let f = frame(MAGIC, v, b"body");
+            assert_eq!(unframe_versions(MAGIC, 3, &f), Ok((v, &b"body"[..])));
+        }
+        for v in [0, 4, u32::MAX] {
+            assert_eq!(
+                unframe_versions(MAGIC, 3, &frame(MAGIC, v, b"body")),
+                Err(FrameError::UnsupportedVersion { found: v, max: 3 })
+            );
+        }
+        // The same damage is refused the same way as by `unframe`.
+        let f = frame(MAGIC, 2, b"hello body");
+        let mut flipped = f.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        let mut appended = f.clone();
+        appended.push(0);
+        for bad in [&f[..f.len() - 1], &appended[..], &flipped[..], &f[..30]] {
+            let err = unframe(MAGIC, 2, bad).unwrap_err();
+            assert_eq!(unframe_versions(MAGIC, 2, bad), Err(err));
+        }
+        assert_eq!(
+            unframe_versions(MAGIC, 2, &f[..f.len() - 1]),
+            Err(FrameError::Length {
+                declared: 10,
+                actual: 9
+            })
+        );
+        assert_eq!(
+            unframe_versions(MAGIC, 2, &flipped),
+            Err(FrameError::Checksum)
+        );
+        assert!(matches!(
+            unframe_versions(b"OTHERMAG", 2, &f),
+            Err(FrameError::BadMagic { .. })
+        ));
+        // Magic and version come before the header length; a short header is too short.
+        assert!(matches!(
+            unframe_versions(b"OTHERMAG", 2, &f[..20]),
+            Err(FrameError::BadMagic { .. })
+        ));
+        assert_eq!(
+            unframe_versions(MAGIC, 1, &f[..20]),
+            Err(FrameError::UnsupportedVersion { found: 2, max: 1 })
+        );
+        for len in [0, 7, 10, 30, HEADER_LEN - 1] {
+            assert_eq!(
+                unframe_versions(MAGIC, 2, &f[..len]),
+                Err(FrameError::TooShort { len })
+            );
+        }
+        // `unframe` still reports any short file as too short, whatever its first bytes.
+        assert_eq!(
+            unframe(b"OTHERMAG", 2, &f[..20]),
+            Err(FrameError::TooShort { len: 20 })
+        );
+    }
+
+    #[test]
     fn atomic_write_replaces_and_leaves_no_temp() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.bin");
@@ -332,6 +441,14 @@ pub(crate) mod tests {
             let pos = pos % f.len();
             f[pos] ^= xor;
             proptest::prop_assert!(unframe(MAGIC, 1, &f).is_err());
+            // The checksum covers the body only: a flip of the version field to another
+            // readable version is accepted (the body's decoder then decides).
+            let older = u32::from_le_bytes(f[8..12].try_into().unwrap());
+            if (8..12).contains(&pos) && (1..=5).contains(&older) {
+                proptest::prop_assert!(unframe_versions(MAGIC, 5, &f).is_ok());
+            } else {
+                proptest::prop_assert!(unframe_versions(MAGIC, 5, &f).is_err());
+            }
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The persistent tuning database: winners keyed by [`TuneKey`] (operation signature, device,
 //! target, template version and source fingerprint), with their timings and runners-up.
 //!
-//! On disk: an 8-byte magic, a little-endian `u32` format version, the body length (`u64`), the
-//! blake3 hash of the body, then the body (bincode via serde). Writes go to a temporary file in
+//! On disk: the [`fsio::frame`] layout (an 8-byte magic, a little-endian `u32` format version,
+//! the body length (`u64`), the blake3 hash of the body), then the body (bincode via serde). Writes go to a temporary file in
 //! the same directory that is renamed over the old one, so a reader sees the old or the new file,
 //! never half of one. Read-modify-write cycles hold an exclusive `fs4` lock on `<db>.lock`, so
 //! several processes can insert at once without losing each other's entries.
@@ -21,7 +21,7 @@
 use super::key::{DeviceKey, ProblemSignature, TuneKey};
 use super::measure::TimingStats;
 use super::tuner::TuneOutcome;
-use crate::aot::fsio;
+use crate::aot::fsio::{self, FrameError};
 use crate::templates::{ConstraintViolation, Template};
 use crate::Arch;
 use fs4::fs_std::FileExt;
@@ -39,7 +39,6 @@ pub const MAGIC: [u8; 8] = *b"RTXTUNE\0";
 pub const FORMAT_VERSION: u32 = 1;
 /// Format tag of the JSON export.
 pub const EXPORT_FORMAT: &str = "rtx-tuning-db";
-const HEADER_LEN: usize = 8 + 4 + 8 + 32;
 
 /// Serialises a JSON value as itself in human-readable formats and as JSON text in binary ones
 /// (bincode cannot carry a self-describing `serde_json::Value`).
@@ -185,13 +184,7 @@ pub fn encode(entries: &[DbEntry]) -> Result<Vec<u8>, DbError> {
         bincode::config::standard(),
     )
     .map_err(|e| DbError::Encode(e.to_string()))?;
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-    out.extend_from_slice(blake3::hash(&body).as_bytes());
-    out.extend_from_slice(&body);
-    Ok(out)
+    Ok(fsio::frame(&MAGIC, FORMAT_VERSION, &body))
 }
 
 /// Decodes the on-disk format; `path` only names the file in errors.
@@ -200,36 +193,25 @@ pub fn decode(bytes: &[u8], path: &Path) -> Result<Vec<DbEntry>, DbError> {
         path: path.to_path_buf(),
         reason,
     };
-    if bytes.len() < 12 || bytes[..8] != MAGIC {
-        return Err(corrupt("missing RTXTUNE magic".into()));
-    }
-    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version > FORMAT_VERSION {
-        return Err(DbError::NewerFormat {
-            path: path.to_path_buf(),
-            found: version,
-            supported: FORMAT_VERSION,
-        });
-    }
-    if version == 0 {
-        return Err(corrupt("format version 0".into()));
-    }
-    if bytes.len() < HEADER_LEN {
-        return Err(corrupt(format!("truncated header ({} bytes)", bytes.len())));
-    }
-    let mut len = [0u8; 8];
-    len.copy_from_slice(&bytes[12..20]);
-    let len = u64::from_le_bytes(len);
-    let body = &bytes[HEADER_LEN..];
-    if body.len() as u64 != len {
-        return Err(corrupt(format!(
-            "body is {} bytes, header says {len}",
-            body.len()
-        )));
-    }
-    if blake3::hash(body).as_bytes() != &bytes[20..52] {
-        return Err(corrupt("checksum mismatch".into()));
-    }
+    // Every version up to FORMAT_VERSION has this body so far.
+    let (_version, body) =
+        fsio::unframe_versions(&MAGIC, FORMAT_VERSION, bytes).map_err(|e| match e {
+            FrameError::UnsupportedVersion { found, max } if found > max => DbError::NewerFormat {
+                path: path.to_path_buf(),
+                found,
+                supported: FORMAT_VERSION,
+            },
+            FrameError::UnsupportedVersion { found, .. } => {
+                corrupt(format!("format version {found}"))
+            }
+            FrameError::BadMagic { .. } => corrupt("missing RTXTUNE magic".into()),
+            FrameError::TooShort { len } => corrupt(format!("truncated header ({len} bytes)")),
+            FrameError::Length { declared, actual } => {
+                corrupt(format!("body is {actual} bytes, header says {declared}"))
+            }
+            FrameError::Checksum => corrupt("checksum mismatch".into()),
+            other @ FrameError::WrongVersion { .. } => corrupt(other.to_string()),
+        })?;
     let (b, used): (DbBody, usize) =
         fsio::decode_body(body).map_err(|e| corrupt(format!("undecodable body: {e}")))?;
     if used != body.len() {
@@ -813,17 +795,53 @@ mod tests {
         .unwrap()
     }
 
+    /// The on-disk layout written out by hand: magic, version (LE), body length (LE), blake3.
+    fn hand_framed(version: u32, body: &[u8]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MAGIC);
+        bytes.extend_from_slice(&version.to_le_bytes());
+        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(blake3::hash(body).as_bytes());
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    /// The bincode body of `entries`, as written since format version 1.
+    fn body_of(entries: &[DbEntry]) -> Vec<u8> {
+        let body = DbBody {
+            entries: entries.to_vec(),
+        };
+        bincode::serde::encode_to_vec(body, bincode::config::standard()).unwrap()
+    }
+
+    #[test]
+    fn encode_writes_the_same_bytes_as_the_hand_written_frame() {
+        let t = ToyTemplate::default();
+        let sets = [
+            vec![],
+            vec![plain_entry(vec![64, 32], 1.5, "a")],
+            vec![
+                toy_entry(&t, 64, 5, &[6, 7]),
+                toy_entry(&t, 128, 7, &[]),
+                plain_entry(vec![1, 2, 3], 0.25, "b"),
+            ],
+        ];
+        for entries in sets {
+            let bytes = encode(&entries).unwrap();
+            assert_eq!(bytes, hand_framed(FORMAT_VERSION, &body_of(&entries)));
+            assert_eq!(&bytes[..12], b"RTXTUNE\0\x01\0\0\0");
+            let len = (bytes.len() - 52) as u64;
+            assert_eq!(bytes[12..20], len.to_le_bytes());
+            assert_eq!(decode(&bytes, Path::new("mem")).unwrap(), entries);
+        }
+    }
+
     #[test]
     fn a_well_framed_body_declaring_a_huge_string_is_corrupt_not_an_abort() {
         // One entry whose first string claims 2^44 bytes, under a valid header and checksum.
         let mut body = vec![1u8];
         body.extend_from_slice(&crate::aot::fsio::tests::huge_string_prefix());
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(&MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        bytes.extend_from_slice(blake3::hash(&body).as_bytes());
-        bytes.extend_from_slice(&body);
+        let bytes = hand_framed(FORMAT_VERSION, &body);
         match decode(&bytes, Path::new("crafted.db")) {
             Err(DbError::Corrupt { reason, .. }) => {
                 assert!(reason.contains("undecodable"), "{reason}")
@@ -884,6 +902,25 @@ mod tests {
                 },
                 "body is",
             ),
+            (good[..good.len() - 1].to_vec(), "body is"),
+            (good[..10].to_vec(), "truncated header (10 bytes)"),
+            (Vec::new(), "truncated header (0 bytes)"),
+            (
+                {
+                    let mut b = good.clone();
+                    b[8..12].copy_from_slice(&0u32.to_le_bytes());
+                    b
+                },
+                "format version 0",
+            ),
+            (
+                {
+                    let mut body = body_of(&[plain_entry(vec![1], 1.0, "a")]);
+                    body.extend_from_slice(&[0, 0]);
+                    hand_framed(FORMAT_VERSION, &body)
+                },
+                "2 trailing bytes",
+            ),
         ];
         for (bytes, what) in cases {
             fs::write(&path, &bytes).unwrap();
@@ -911,6 +948,12 @@ mod tests {
         assert!(
             matches!(TuningDb::open(&path), Err(DbError::NewerFormat { found, .. }) if found == FORMAT_VERSION + 1)
         );
+        // The version is read before the rest of the header: a newer file is never "truncated".
+        assert!(matches!(
+            decode(&newer[..20], &path),
+            Err(DbError::NewerFormat { found, supported, .. })
+                if found == FORMAT_VERSION + 1 && supported == FORMAT_VERSION
+        ));
     }
 
     #[test]
