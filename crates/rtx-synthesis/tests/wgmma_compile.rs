@@ -871,9 +871,10 @@ fn tile_192x160_compiles_without_spills_and_refuses_a_column_split_of_an_mn_majo
     assert!(e.reason.contains("tma_store"), "{}", e.reason);
 }
 
-/// The experimental 160-column tiles for the transposed small-M problem (TT, K-major B^T):
-/// 64 x 160 (one consumer) and 128 x 160 (two), alone and as a 2-CTA cluster multicasting the
-/// K-major B tile in 80-row halves, compile without spills within the register budgets.
+/// The experimental transposed product at 160 x 8192^2 (`swap_ab`: the kernel's B is the user's
+/// A, K-major): 64 x 160 (one consumer) and 128 x 160 (two) tiles, alone and as a 2-CTA cluster
+/// multicasting that B tile in 80-row halves, compile without spills within the register
+/// budgets; 128 x 160 with one consumer is refused (160 accumulators).
 #[test]
 fn transposed_small_m_tiles_compile() {
     if !nvrtc_or_skip("transposed_small_m_tiles_compile") {
@@ -881,21 +882,29 @@ fn transposed_small_m_tiles_compile() {
     }
     let mut t = WgmmaGemm::new(132);
     t.experimental = true;
-    let p = GemmProblem::new(8192, 160, 8192, DType::Bf16, Layout::Col, Layout::Col);
-    let cs: Vec<WgmmaConfig> = t
+    let p = GemmProblem::nn(160, 8192, 8192, DType::Bf16);
+    let all: Vec<WgmmaConfig> = t
         .space(&p, Arch::Sm90a)
         .into_iter()
-        .filter(|c| !c.swap_ab && c.bn == 160 && c.bm <= 128 && c.stages == 4)
+        .filter(|c| c.swap_ab && c.bn == 160 && c.stages == 4)
+        .collect();
+    assert_eq!(all.len(), 6);
+    let cs: Vec<&WgmmaConfig> = all
+        .iter()
+        .filter(|c| t.check(&p, c, Arch::Sm90a).is_ok())
         .collect();
     assert_eq!(cs.len(), 4);
     for c in &cs {
-        t.check(&p, c, Arch::Sm90a).unwrap();
         compile_and_check(&t, &p, c);
     }
+    // Not transposed, the pair would split an MN-major B (the user's row-major B) at column 80.
+    let pair = WgmmaConfig {
+        swap_ab: false,
+        ..(*cs.iter().find(|c| c.cluster_m == 2).unwrap()).clone()
+    };
     let nn = GemmProblem::nn(8192, 160, 8192, DType::Bf16);
-    let pair = cs.iter().find(|c| c.cluster_m == 2).unwrap();
     assert!(
-        t.check(&nn, pair, Arch::Sm90a).is_err(),
+        t.check(&nn, &pair, Arch::Sm90a).is_err(),
         "an MN-major B cannot split 160 columns between a pair"
     );
 }

@@ -305,9 +305,9 @@ impl WgmmaGemm {
     /// cluster split-K (`cluster_k` 2) with two consumers splitting rows or columns, every ring
     /// depth, both launch modes and epilogues; one 192 x 128 tile row with split-K 2..4 (three
     /// consumers, or two splitting columns; H200 call CV: 56.0 us at 160 x 8192^2 against 50 for
-    /// the 64 x 192 default); and 64 x 160 / 128 x 160 tiles, alone or in a 2-CTA cluster
-    /// splitting a K-major B (the transposed small-M problem, call CX). `check` filters them like
-    /// the rest of the space.
+    /// the 64 x 192 default); and the transposed product (`swap_ab`: tiles of 64 or 128 of N by
+    /// 64-256 of M, alone or in a 2-CTA cluster splitting the K-major A^T tile). `check` filters
+    /// them like the rest of the space.
     pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
         let mut v = Vec::new();
         if arch != Arch::Sm90a {
@@ -344,25 +344,11 @@ impl WgmmaGemm {
                 }
             }
         }
-        // 160-column tiles for the transposed small-M problem (C^T = B^T A^T: M' = N, N' = M = 160):
-        // one row of tiles covers all of M, and a 2-CTA cluster along M' multicasts the shared
-        // K-major A^T tile (80 rows each). cuBLAS runs that arrangement at 160 x 8192^2 (H200,
-        // session 27: nvjet_sm90_tst_128x80_64x8_1x2). Direct stores (the transposed form has no
-        // TMA store).
-        for (bm, consumers, stage_list) in [(64u32, 1u32, &[4u32, 5, 6][..]), (128, 2, &[4, 5][..])]
-        {
-            for &stages in stage_list {
-                for cluster_m in [1u32, 2] {
-                    v.push(WgmmaConfig {
-                        cluster_m,
-                        ..WgmmaConfig::basic(bm, 160, bk, consumers, 160, stages)
-                    });
-                }
-            }
-        }
         // The transposed product (swap_ab): tiles of `bm` of the user's N by `bn` of its M (the
         // whole of a small M in one column tile), alone or in a 2-CTA cluster sharing the user's
-        // A tile (the kernel's B), direct transposed stores.
+        // A tile (the kernel's B; bn 160 splits it in 80-row halves), direct transposed stores.
+        // cuBLAS runs this arrangement at 128 and 160 x 8192^2 (H200, call CV:
+        // nvjet_sm90_tst_128x64_64x8_1x2 and _128x80_64x8_1x2).
         for (bm, consumers) in [(64u32, 1u32), (128, 1), (128, 2)] {
             for bn in [64u32, 128, 160, 192, 256] {
                 for stages in [4u32, 6, 8] {
