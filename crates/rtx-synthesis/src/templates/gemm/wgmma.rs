@@ -322,21 +322,12 @@ impl WgmmaGemm {
                         for raster_group in [1u32, 8] {
                             for tma_store in [false, true] {
                                 v.push(WgmmaConfig {
-                                    bm,
-                                    bn,
-                                    bk,
-                                    consumers: 2,
-                                    wgmma_n: cols,
-                                    stages,
-                                    cluster_m: 1,
                                     persistent,
                                     raster_group,
-                                    split_k: 1,
-                                    pingpong: false,
                                     tma_store,
                                     split_n,
                                     cluster_k: 2,
-                                    swap_ab: false,
+                                    ..WgmmaConfig::basic(bm, bn, bk, 2, cols, stages)
                                 });
                             }
                         }
@@ -649,22 +640,19 @@ impl WgmmaGemm {
     /// `streaming_raster_group` where B streams).
     pub fn rung_config(&self, problem: &GemmProblem, rung: &DefaultRung) -> WgmmaConfig {
         let sixteen_bit = matches!(problem.dtype, DType::F16 | DType::Bf16);
+        let bk = Self::block_k(problem.dtype).unwrap_or(BLOCK_K);
         let mut c = WgmmaConfig {
-            bm: rung.bm,
-            bn: rung.bn,
-            bk: Self::block_k(problem.dtype).unwrap_or(BLOCK_K),
-            consumers: rung.consumers,
-            wgmma_n: rung.wgmma_n,
-            stages: rung.stages,
-            cluster_m: 1,
             persistent: rung.persistent,
             raster_group: rung.raster_group,
-            split_k: 1,
-            pingpong: false,
             tma_store: sixteen_bit && rung.persistent && Self::check_tma_store(problem).is_ok(),
-            split_n: false,
-            cluster_k: 1,
-            swap_ab: false,
+            ..WgmmaConfig::basic(
+                rung.bm,
+                rung.bn,
+                bk,
+                rung.consumers,
+                rung.wgmma_n,
+                rung.stages,
+            )
         };
         if let Some(g) = rung.streaming_raster_group {
             if Self::b_streams(problem, &c) {
@@ -896,21 +884,10 @@ impl Template for WgmmaGemm {
             for stages in [3u32, 4] {
                 for raster_group in [1u32, 8] {
                     v.push(WgmmaConfig {
-                        bm: 192,
-                        bn: 160,
-                        bk,
-                        consumers,
-                        wgmma_n,
-                        stages,
-                        cluster_m: 1,
-                        persistent: true,
                         raster_group,
-                        split_k: 1,
-                        pingpong: false,
                         tma_store,
                         split_n,
-                        cluster_k: 1,
-                        swap_ab: false,
+                        ..WgmmaConfig::basic(192, 160, bk, consumers, wgmma_n, stages)
                     });
                 }
             }
@@ -948,12 +925,6 @@ impl Template for WgmmaGemm {
                                                     continue;
                                                 }
                                                 v.push(WgmmaConfig {
-                                                    bm,
-                                                    bn,
-                                                    bk,
-                                                    consumers,
-                                                    wgmma_n,
-                                                    stages,
                                                     cluster_m,
                                                     persistent,
                                                     raster_group,
@@ -961,8 +932,9 @@ impl Template for WgmmaGemm {
                                                     pingpong,
                                                     tma_store,
                                                     split_n,
-                                                    cluster_k: 1,
-                                                    swap_ab: false,
+                                                    ..WgmmaConfig::basic(
+                                                        bm, bn, bk, consumers, wgmma_n, stages,
+                                                    )
                                                 });
                                             }
                                         }
