@@ -273,16 +273,15 @@ impl WgmmaGemm {
         // user's A its B); the GEMM launch reads staged operands from their K-major copies.
         let v = Self::view(p, c);
         let q = kernel_problem(&v);
-        let (ptr_a, ptr_b) = if c.swap_ab {
-            (bufs.b.ptr(), bufs.a.ptr())
+        // The kernel's operands as the user's buffers (their names for errors).
+        let ((ptr_a, name_a), (ptr_b, name_b)) = if c.swap_ab {
+            ((bufs.b.ptr(), "B"), (bufs.a.ptr(), "A"))
         } else {
-            (bufs.a.ptr(), bufs.b.ptr())
+            ((bufs.a.ptr(), "A"), (bufs.b.ptr(), "B"))
         };
         let (da, db) = self.tensor_maps(p, c);
         let addr_a = if st.a { stage_a } else { ptr_a };
         let addr_b = if st.b { stage_b } else { ptr_b };
-        // Errors name the user's operands (swapped under swap_ab).
-        let (name_a, name_b) = if c.swap_ab { ("B", "A") } else { ("A", "B") };
         let tm_a =
             encode_tensor_map(&da, addr_a).map_err(|reason| WgmmaLaunchError::TensorMap {
                 operand: name_a,
