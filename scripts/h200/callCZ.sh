@@ -11,7 +11,7 @@
 # Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu` at main; sw = `cargo
 # xtask gpu-bundle --out .devrun_sw --tests none --patch scripts/h200/patches/swap_small_m_default.patch`.
 # Run: BASE=$PWD/.devrun B=$PWD/.devrun_sw bash scripts/h200/h200_only.sh scripts/h200/callCZ.sh
-# (carry .devrun and .devrun_sw; about 4 minutes; timeout_s 330).
+# (carry .devrun and .devrun_sw; about 4 minutes; timeout_s 330). ROUNDS=2 shortens it.
 set -u; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callCZ.tgz . ; }
 { echo "sw $(cat $B/BUILD)"; echo "base $(cat $BASE/BUILD)"; } > $R/build.txt
@@ -22,5 +22,5 @@ for shape in 160x8192x8192 128x8192x8192; do
   pack
 done
 arm() { suite_arm $1 bf16,f16 128x8192x8192,160x8192x8192,96x11008x4096; }
-rotated_rounds 3 base sw
+rotated_rounds ${ROUNDS:-3} base sw
 finish
