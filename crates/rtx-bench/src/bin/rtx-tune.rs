@@ -160,7 +160,7 @@ struct GemmArgs {
     filter: Option<String>,
     /// Also search the configs kept out of the default space (today: wgmma cluster split-K,
     /// '{"cluster_k":2}', slower than the rungs where measured; the transposed product,
-    /// '{"swap_ab":true}'; 192-row split-K and 160-column tiles); sets RTX_EXPERIMENTAL=1 for
+    /// '{"swap_ab":true}'; 192-row split-K tiles); sets RTX_EXPERIMENTAL=1 for
     /// this run and its workers.
     #[arg(long)]
     experimental: bool,

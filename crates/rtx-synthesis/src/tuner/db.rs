@@ -2,10 +2,11 @@
 //! target, template version and source fingerprint), with their timings and runners-up.
 //!
 //! On disk: the [`fsio::frame`] layout (an 8-byte magic, a little-endian `u32` format version,
-//! the body length (`u64`), the blake3 hash of the body), then the body (bincode via serde). Writes go to a temporary file in
-//! the same directory that is renamed over the old one, so a reader sees the old or the new file,
-//! never half of one. Read-modify-write cycles hold an exclusive `fs4` lock on `<db>.lock`, so
-//! several processes can insert at once without losing each other's entries.
+//! the body length (`u64`), the blake3 hash of the body), then the body (bincode via serde).
+//! Writes go to a temporary file in the same directory that is renamed over the old one, so a
+//! reader sees the old or the new file, never half of one. Read-modify-write cycles hold an
+//! exclusive `fs4` lock on `<db>.lock`, so several processes can insert at once without losing
+//! each other's entries.
 //!
 //! Sharing between machines is JSON ([`TuningDb::export_json`], [`TuningDb::import_json`]):
 //! on the same key (which includes the fingerprint) the faster winner is kept; entries with

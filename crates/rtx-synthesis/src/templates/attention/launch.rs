@@ -287,9 +287,9 @@ impl AttentionStrides {
     }
 
     /// Strides within `i64` (the kernel's `long long`, even where a dimension of one entry never
-    /// uses its stride), alignment (every stride a whole number of 16-byte chunks), rows at least `head_dim`
-    /// apart, and `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`). Whether heads and
-    /// batches overlap is [`AttentionStrides::check_disjoint`]'s question.
+    /// uses its stride), alignment (every stride a whole number of 16-byte chunks), rows at least
+    /// `head_dim` apart, and `int` in-head offsets (`(seq - 1) * row + head_dim < 2^31`). Whether
+    /// heads and batches overlap is [`AttentionStrides::check_disjoint`]'s question.
     pub fn check(
         &self,
         tensor: &'static str,

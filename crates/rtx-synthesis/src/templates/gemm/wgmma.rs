@@ -1901,7 +1901,6 @@ mod tests {
             persistent: false,
             tma_store: false,
             cluster_k: 2,
-            swap_ab: false,
             ..base.clone()
         };
         t.check(&p, &ck, Arch::Sm90a).unwrap();
@@ -2046,7 +2045,6 @@ mod tests {
         let cluster = WgmmaConfig {
             cluster_m: 1 << 31,
             cluster_k: 2,
-            swap_ab: false,
             ..base.clone()
         };
         assert_eq!(t.launch(&p, &cluster).grid[0], u32::MAX);

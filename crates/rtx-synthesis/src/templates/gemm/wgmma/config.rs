@@ -522,7 +522,6 @@ mod tests {
             bn: 128,
             wgmma_n: 128,
             cluster_k: 2,
-            swap_ab: false,
             ..big()
         };
         assert_eq!(c.cluster_size(), 2);

@@ -364,7 +364,6 @@ mod tests {
             consumers: 2,
             stages: 5,
             cluster_k: 2,
-            swap_ab: false,
             ..rung.clone()
         };
         let narrow = WgmmaConfig {
@@ -388,7 +387,6 @@ mod tests {
         let big = GemmProblem::nn(8192, 8192, 8192, DType::Bf16);
         let whole = WgmmaConfig {
             cluster_k: 1,
-            swap_ab: false,
             ..pair.clone()
         };
         assert!(est(&big, &pair) > est(&big, &whole));
