@@ -103,7 +103,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     };
     let kblocks = p.k.div_ceil(c.bk);
     let units = (p.m.div_ceil(c.bm.max(1)).div_ceil(c.cluster_m.max(1)) as u64)
-        * p.n.div_ceil(c.bn.max(1)) as u64
+        * p.n.div_ceil(c.bn.max(1)).div_ceil(c.cluster_n.max(1)) as u64
         * c.split_k as u64;
     // B is K-major for NT/TT, and for tf32 always (staged); an MN-major B is loaded in
     // 64-column swizzle boxes and each wgmma starts on a box: several wgmmas along a consumer's
@@ -121,7 +121,8 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (1..=16).contains(&c.split_k)
         && c.split_k <= kblocks
         && (c.split_k == 1 || acc + 40 < launch_regs)
-        && units * (c.cluster_m as u64) * (c.cluster_k.max(1) as u64) < i32::MAX as u64
+        && units * (c.cluster_m as u64) * (c.cluster_n.max(1) as u64) * (c.cluster_k.max(1) as u64)
+            < i32::MAX as u64
         && (1..=2).contains(&c.cluster_k)
         && (!ck
             || (c.consumers == 2
@@ -132,7 +133,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (1..=3).contains(&c.consumers)
         && [64, 128, 192, 256].contains(&c.bm)
         && c.bm.is_multiple_of(64 * per_tile)
-        && [64, 128, 160, 192, 256].contains(&c.bn)
+        && [64, 80, 128, 160, 192, 256].contains(&c.bn)
         && c.wgmma_n.is_multiple_of(16)
         && (16..=256).contains(&c.wgmma_n)
         && cols_per_wg % c.wgmma_n == 0
@@ -142,6 +143,10 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
         && (c.cluster_m == 1 || c.bn.is_multiple_of(128) || (c.bn == 160 && b_k_major))
+        // cluster_n: the pair splits A's 64-row boxes and shares one tile row.
+        && (1..=2).contains(&c.cluster_n)
+        && (c.cluster_n == 1
+            || (c.bm.is_multiple_of(128) && c.cluster_m == 1 && c.cluster_k == 1 && c.split_k == 1))
         && (1..=64).contains(&c.raster_group)
         && smem <= 227 * 1024
 }
@@ -194,7 +199,7 @@ prop_compose! {
 
 prop_compose! {
     fn arb_config()(bm in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(192), 3 => Just(256), 1 => Just(32)],
-                    bn in prop_oneof![3 => Just(64u32), 3 => Just(128), 1 => Just(160), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
+                    bn in prop_oneof![3 => Just(64u32), 1 => Just(80), 3 => Just(128), 1 => Just(160), 2 => Just(192), 3 => Just(256), 1 => Just(96), 1 => Just(512)],
                     bk in prop_oneof![5 => Just(64u32), 3 => Just(32), 1 => Just(16)], consumers in prop_oneof![1 => Just(0u32), 5 => 1u32..3, 1 => Just(3)],
                     wgmma_n in prop_oneof![4 => Just(64u32), 3 => Just(128), 1 => Just(192), 2 => Just(256), 1 => Just(96), 1 => Just(80), 1 => Just(160), 1 => Just(40), 1 => Just(320)],
                     stages in prop_oneof![6 => 2u32..7, 2 => 7u32..13, 1 => Just(1), 1 => Just(13)], cluster_m in prop_oneof![6 => 1u32..3, 1 => Just(3)],
@@ -203,8 +208,8 @@ prop_compose! {
                     pingpong in prop_oneof![3 => Just(false), 1 => Just(true)],
                     tma_store in prop_oneof![2 => Just(false), 1 => Just(true)],
                     (split_n, cluster_k) in (prop_oneof![6 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0), 1 => Just(3)]),
-                    swap_ab in prop_oneof![3 => Just(false), 1 => Just(true)]) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k, swap_ab }
+                    (swap_ab, cluster_n) in (prop_oneof![3 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 2 => Just(2), 1 => Just(0), 1 => Just(3)])) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n }
     }
 }
 
@@ -261,7 +266,7 @@ proptest! {
                 prop_assert!(src.code.contains(&"void __launch_bounds__(THREADS, 1)".to_string()));
                 prop_assert!(src.code.contains(&src.entry));
                 let d = t.launch(&p, &c);
-                prop_assert_eq!(d.grid[0] % (c.cluster_m * c.cluster_k), 0);
+                prop_assert_eq!(d.grid[0] % (c.cluster_m * c.cluster_n * c.cluster_k), 0);
                 prop_assert_eq!(d.grid[2], p.batch);
                 prop_assert_eq!(d.block[0], c.threads());
                 prop_assert_eq!(src.code.contains("st_async_f4(rdst"), c.cluster_k == 2);
@@ -287,7 +292,7 @@ proptest! {
                     let pre = t.prepass_launch(&p, &c);
                     prop_assert_eq!(pre.is_some(), staged);
                     if let Some(d) = pre {
-                        prop_assert_eq!(d.grid[0] % c.cluster_m, 0);
+                        prop_assert_eq!(d.grid[0] % (c.cluster_m * c.cluster_n), 0);
                         prop_assert_eq!(d.grid[2], p.batch);
                         prop_assert!(d.dynamic_smem <= 227 * 1024);
                     }

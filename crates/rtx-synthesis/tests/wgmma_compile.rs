@@ -886,7 +886,7 @@ fn transposed_small_m_tiles_compile() {
     let all: Vec<WgmmaConfig> = t
         .space(&p, Arch::Sm90a)
         .into_iter()
-        .filter(|c| c.swap_ab && c.bn == 160 && c.stages == 4)
+        .filter(|c| c.swap_ab && c.bn == 160 && c.stages == 4 && c.cluster_n == 1 && !c.split_n)
         .collect();
     assert_eq!(all.len(), 6);
     let cs: Vec<&WgmmaConfig> = all
@@ -907,4 +907,47 @@ fn transposed_small_m_tiles_compile() {
         t.check(&nn, &pair, Arch::Sm90a).is_err(),
         "an MN-major B cannot split 160 columns between a pair"
     );
+}
+
+/// cuBLAS's small-M arrangement in the experimental space: tiles of 128 of N by 80 (at M = 160)
+/// or 64 (at M = 128) of M in a pair along the small M (`cluster_n` 2), each CTA loading one
+/// of the two 64-row boxes of the shared B^T tile and multicasting it; and two consumers
+/// splitting the 160 columns of a 64-row tile. Every one compiles without spills for the
+/// MN-major (NN) and the K-major (NT) user B, the pair's kernels multicast A and not B.
+#[test]
+fn cublas_small_m_arrangements_compile() {
+    if !nvrtc_or_skip("cublas_small_m_arrangements_compile") {
+        return;
+    }
+    let mut t = WgmmaGemm::new(132);
+    t.experimental = true;
+    let mut n = 0;
+    for (m, bn) in [(160u32, 80u32), (128, 64)] {
+        for lb in [Layout::Row, Layout::Col] {
+            let p = GemmProblem::new(m, 8192, 8192, DType::Bf16, Layout::Row, lb);
+            let cs: Vec<WgmmaConfig> = t
+                .space(&p, Arch::Sm90a)
+                .into_iter()
+                .filter(|c| {
+                    c.swap_ab
+                        && c.stages == 6
+                        && ((c.cluster_n == 2 && c.bn == bn) || (c.split_n && c.bn == m))
+                })
+                .collect();
+            assert_eq!(cs.len(), 3, "{m} {lb:?}: {cs:?}");
+            for c in &cs {
+                assert!(t.check(&p, c, Arch::Sm90a).is_ok(), "{c:?}");
+                compile_and_check(&t, &p, c);
+                let code = t.emit(&p, c, Arch::Sm90a).unwrap().code;
+                assert_eq!(
+                    code.contains("tma_load_3d_multicast(sa"),
+                    c.cluster_n == 2,
+                    "{c:?}"
+                );
+                assert!(!code.contains("tma_load_3d_multicast(sb"), "{c:?}");
+                n += 1;
+            }
+        }
+    }
+    assert_eq!(n, 12);
 }

@@ -513,6 +513,77 @@ fn tma_store_cases() -> Vec<Case> {
             sms: None,
         });
     }
+    // swap_ab in cuBLAS's small-M arrangement: a pair along the small M (cluster_n 2) sharing
+    // the B^T tile (each CTA loads one 64-row box and multicasts it), or two consumers
+    // splitting the columns of a tile covering all of M.
+    let cn = |c: WgmmaConfig| WgmmaConfig {
+        swap_ab: true,
+        cluster_n: 2,
+        ..c
+    };
+    for (name, p, c, sample, sms) in [
+        (
+            "swcn_nn_160x1000x520_bn80",
+            problem(160, 1000, 520, DType::Bf16, Row, Row),
+            cn(cfg(128, 80, 2, 80, 6, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
+            "swcn_nt_100x520x264_full_epilogue_one_consumer",
+            full_epilogue(problem(100, 520, 264, DType::Bf16, Row, Col)),
+            cn(cfg(128, 64, 1, 64, 4, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
+            "swcn_tt_40x384x200_rank1_past_m_f16",
+            problem(40, 384, 200, DType::F16, Col, Col),
+            cn(cfg(128, 64, 2, 64, 4, 1, false, 1)),
+            None,
+            None,
+        ),
+        (
+            "swcn_tn_160x520x136_batch2_persistent_loop",
+            problem(160, 520, 136, DType::Bf16, Col, Row).batched(2),
+            cn(cfg(128, 80, 2, 80, 4, 1, true, 1)),
+            None,
+            Some(4),
+        ),
+        (
+            "swcn_nn_160x8192x8192_bn80_sampled",
+            problem(160, 8192, 8192, DType::Bf16, Row, Row),
+            cn(cfg(128, 80, 2, 80, 6, 1, true, 1)),
+            Some(2048),
+            None,
+        ),
+        (
+            "swcn_nn_128x8192x8192_bn64_sampled_f16",
+            problem(128, 8192, 8192, DType::F16, Row, Row),
+            cn(cfg(128, 64, 2, 64, 8, 1, true, 1)),
+            Some(2048),
+            None,
+        ),
+        (
+            "swsn_nn_160x1000x520_split_n",
+            problem(160, 1000, 520, DType::Bf16, Row, Row),
+            WgmmaConfig {
+                swap_ab: true,
+                split_n: true,
+                ..cfg(64, 160, 2, 80, 6, 1, true, 1)
+            },
+            None,
+            None,
+        ),
+    ] {
+        v.push(Case {
+            name,
+            p,
+            c,
+            sample,
+            sms,
+        });
+    }
     v
 }
 

@@ -160,7 +160,8 @@ struct GemmArgs {
     filter: Option<String>,
     /// Also search the configs kept out of the default space (today: wgmma cluster split-K,
     /// '{"cluster_k":2}', slower than the rungs where measured; the transposed product,
-    /// '{"swap_ab":true}'; 192-row split-K tiles); sets RTX_EXPERIMENTAL=1 for
+    /// '{"swap_ab":true}', with cuBLAS's small-M pairs '{"cluster_n":2}' among it; 192-row
+    /// split-K tiles); sets RTX_EXPERIMENTAL=1 for
     /// this run and its workers.
     #[arg(long)]
     experimental: bool,
@@ -489,13 +490,13 @@ fn tune_gemm(args: &GemmArgs, input: GemmInput) -> Result<()> {
         println!("--where searches a slice of the space: its winner is not stored in the tuning database");
     }
     // --experimental sets the variable; it may also come from the environment.
-    if args
-        .filter
-        .as_deref()
-        .is_some_and(|f| f.contains("cluster_k") || f.contains("swap_ab"))
-        && !WgmmaGemm::for_env(1).experimental
+    if args.filter.as_deref().is_some_and(|f| {
+        ["cluster_k", "cluster_n", "swap_ab"]
+            .iter()
+            .any(|k| f.contains(k))
+    }) && !WgmmaGemm::for_env(1).experimental
     {
-        println!("note: cluster_k and swap_ab configs are experimental (kept out of the default space until measured ahead of the rungs on the H200): add --experimental to search them");
+        println!("note: cluster_k, cluster_n and swap_ab configs are experimental (kept out of the default space until measured ahead of the rungs on the H200): add --experimental to search them");
     }
     let req = TuneRequest {
         strategy,

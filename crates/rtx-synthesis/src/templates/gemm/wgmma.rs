@@ -306,8 +306,10 @@ impl WgmmaGemm {
     /// depth, both launch modes and epilogues; one 192 x 128 tile row with split-K 2..4 (three
     /// consumers, or two splitting columns; H200 call CV: 56.0 us at 160 x 8192^2 against 50 for
     /// the 64 x 192 default); and the transposed product (`swap_ab`: tiles of 64 or 128 of N by
-    /// 64-256 of M, alone or in a 2-CTA cluster splitting the K-major A^T tile). `check` filters
-    /// them like the rest of the space.
+    /// 64-256 of M, alone or in a 2-CTA cluster splitting the K-major A^T tile, or as cuBLAS's
+    /// `_1x2` kernels: 128 of N by 64 / 80 of M in a pair along M sharing the B tile,
+    /// `cluster_n` 2; or two consumers splitting a tile's columns). `check` filters them like
+    /// the rest of the space.
     pub fn experimental_space(&self, problem: &GemmProblem, arch: Arch) -> Vec<WgmmaConfig> {
         let mut v = Vec::new();
         if arch != Arch::Sm90a {
@@ -341,7 +343,7 @@ impl WgmmaGemm {
         // cuBLAS runs this arrangement at 128 and 160 x 8192^2 (H200, call CV:
         // nvjet_sm90_tst_128x64_64x8_1x2 and _128x80_64x8_1x2).
         for (bm, consumers) in [(64u32, 1u32), (128, 1), (128, 2)] {
-            for bn in [64u32, 128, 160, 192, 256] {
+            for bn in [64u32, 80, 128, 160, 192, 256] {
                 for stages in [4u32, 6, 8] {
                     for cluster_m in [1u32, 2] {
                         v.push(WgmmaConfig {
@@ -351,6 +353,30 @@ impl WgmmaGemm {
                         });
                     }
                 }
+            }
+        }
+        // cuBLAS's own small-M arrangement: 128-row tiles of N in a 2-CTA cluster along the
+        // small M, the pair sharing (multicasting) the user's B tile, each CTA a column tile of
+        // 64 / 80 of M (128 = 2 x 64, 160 = 2 x 80) with one or two consumers; and two
+        // consumers splitting the columns of a 64-row tile covering all of a small M.
+        for consumers in [1u32, 2] {
+            for bn in [64u32, 80, 128, 160] {
+                for stages in [4u32, 6, 8] {
+                    v.push(WgmmaConfig {
+                        cluster_n: 2,
+                        swap_ab: true,
+                        ..WgmmaConfig::basic(128, bn, bk, consumers, bn, stages)
+                    });
+                }
+            }
+        }
+        for bn in [128u32, 160, 192, 256] {
+            for stages in [4u32, 6, 8] {
+                v.push(WgmmaConfig {
+                    split_n: true,
+                    swap_ab: true,
+                    ..WgmmaConfig::basic(64, bn, bk, 2, bn / 2, stages)
+                });
             }
         }
         // One 192-row tile over small M (129..192 rows) with split-K: three 64 x 128 consumers,
@@ -505,7 +531,7 @@ impl WgmmaGemm {
     /// `bk` 64 or 32 (one 128-byte swizzle span of 2- or 4-byte elements; which one is the
     /// problem's dtype's, see [`WgmmaGemm::block_k`]); `consumers` 1, 2 or 3 (3 only splitting rows); `bm` in {64, 128, 192, 256} and a multiple of `64 * consumers`
     /// (of 64 with `split_n`, whose consumers split the columns: `bn / 2`, a multiple of 16);
-    /// `bn` in {64, 128, 160, 192, 256}; `wgmma_n` a multiple of 16 in 16..=256 dividing a consumer's columns
+    /// `bn` in {64, 80, 128, 160, 192, 256}; `wgmma_n` a multiple of 16 in 16..=256 dividing a consumer's columns
     /// (multiples of 64 where B is MN-major: [`WgmmaGemm::check_config_for`]); at most
     /// 128 fp32 accumulators per consumer thread; `stages` in 2..=[`MAX_STAGES`]; `cluster_m` 1 or 2 (2 needs
     /// `bn` a multiple of 128, or 160 for a K-major B: B is split between the pair); `raster_group` in 1..=64; `split_k`
@@ -513,7 +539,9 @@ impl WgmmaGemm {
     /// in a 384-thread block: ptxas spills); `pingpong` needs 2 consumers and `persistent` (each
     /// consumer then owns the whole tile, so `bm` only needs to be a multiple of 64); `cluster_k`
     /// 1 or 2 (2 needs 2 consumers, no ping-pong, `cluster_m` 1 and `split_k` 1; the problem
-    /// check adds at least 2 k-blocks); shared memory within the arch's opt-in limit.
+    /// check adds at least 2 k-blocks); `cluster_n` 1 or 2 (2 needs `bm` a multiple of 128 to
+    /// split A between the pair, `cluster_m` 1, `cluster_k` 1, `split_k` 1); shared memory within
+    /// the arch's opt-in limit.
     pub fn check_config(c: &WgmmaConfig, arch: Arch) -> Result<(), String> {
         if c.bk != BLOCK_K && c.bk != BLOCK_K_TF32 {
             return Err(format!(
@@ -548,8 +576,8 @@ impl WgmmaGemm {
                 c.bm
             ));
         }
-        if ![64, 128, 160, 192, 256].contains(&c.bn) {
-            return Err(format!("bn={} must be 64, 128, 160, 192 or 256", c.bn));
+        if ![64, 80, 128, 160, 192, 256].contains(&c.bn) {
+            return Err(format!("bn={} must be 64, 80, 128, 160, 192 or 256", c.bn));
         }
         if c.split_n && !c.cols_per_consumer().is_multiple_of(16) {
             return Err(format!(
@@ -583,6 +611,17 @@ impl WgmmaGemm {
         }
         if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && c.bn != 160 {
             return Err(format!("cluster_m=2 splits the B tile in halves: bn={} must be a multiple of 128 (or 160 for a K-major B)", c.bn));
+        }
+        if !(1..=2).contains(&c.cluster_n) {
+            return Err(format!("cluster_n={} must be 1 or 2", c.cluster_n));
+        }
+        if c.cluster_n == 2
+            && (!c.bm.is_multiple_of(128) || c.cluster_m != 1 || c.cluster_k != 1 || c.split_k != 1)
+        {
+            return Err(format!(
+                "cluster_n=2 splits the A tile's 64-row boxes between the pair and needs bm a multiple of 128 (got {}), cluster_m=1 (got {}), cluster_k=1 (got {}) and split_k=1 (got {})",
+                c.bm, c.cluster_m, c.cluster_k, c.split_k
+            ));
         }
         if !(1..=16).contains(&c.split_k) {
             return Err(format!("split_k={} must be in 1..=16", c.split_k));
@@ -1097,14 +1136,15 @@ impl Template for WgmmaGemm {
         cost::estimate_us(&Self::view(problem, config), config, &device)
     }
 
-    /// Total for any config: computed in `u64` from the fields, with `cluster_m` / `split_k`
-    /// of 0 counting as 1.
+    /// Total for any config: computed in `u64` from the fields, with `cluster_m` / `cluster_n` /
+    /// `split_k` of 0 counting as 1.
     fn complexity(&self, c: &WgmmaConfig) -> u64 {
         let f = u64::from;
         f(c.stages)
             + 2 * f(c.consumers)
             + 4 * f(c.cluster_m.saturating_sub(1))
             + 4 * f(c.cluster_k.saturating_sub(1))
+            + 4 * f(c.cluster_n.saturating_sub(1))
             + f(u32::from(c.persistent))
             + f(u32::from(c.raster_group > 1))
             + 2 * f(c.split_k.saturating_sub(1).min(4))
@@ -2105,6 +2145,7 @@ mod tests {
             c.cluster_size(),
             c.epi_offset(),
         );
+        let _ = c.multicast_size();
         let _ = (
             c.red_bytes(),
             c.red_offset(),
@@ -2176,7 +2217,7 @@ mod tests {
             p in proptest::sample::select(problems()),
             sm_count in field(&[132]),
             bm in field(&[64, 128, 192, 256]),
-            bn in field(&[64, 128, 160, 192, 256]),
+            bn in field(&[64, 80, 128, 160, 192, 256]),
             bk in field(&[BLOCK_K, BLOCK_K_TF32]),
             consumers in field(&[1, 2, 3]),
             wgmma_n in field(&[64, 80, 128, 160, 256]),
@@ -2190,12 +2231,13 @@ mod tests {
             split_n in any::<bool>(),
             cluster_k in field(&[1, 2]),
             swap_ab in any::<bool>(),
+            cluster_n in field(&[1, 2]),
             rank in field(&[0, 1]),
             arch in proptest::sample::select(vec![Arch::Sm80, Arch::Sm90a, Arch::Sm120]),
         ) {
             let c = WgmmaConfig {
                 bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group,
-                split_k, pingpong, tma_store, split_n, cluster_k, swap_ab,
+                split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n,
             };
             exercise(WgmmaGemm::new(sm_count), &p, &c, arch, rank)?;
         }
@@ -2205,7 +2247,7 @@ mod tests {
         #[test]
         fn one_field_off_a_valid_config_never_panics(
             (p, valid) in proptest::sample::select(valid_pairs()),
-            which in 0usize..10,
+            which in 0usize..11,
             value in field(&[0, 1, 2, 3, 64, 128, 256, 512]),
             rank in field(&[0, 1]),
         ) {
@@ -2213,7 +2255,7 @@ mod tests {
             *[
                 &mut c.bm, &mut c.bn, &mut c.bk, &mut c.consumers, &mut c.wgmma_n,
                 &mut c.stages, &mut c.cluster_m, &mut c.raster_group, &mut c.split_k,
-                &mut c.cluster_k,
+                &mut c.cluster_k, &mut c.cluster_n,
             ][which] = value;
             exercise(WgmmaGemm::new(132), &p, &c, Arch::Sm90a, rank)?;
         }

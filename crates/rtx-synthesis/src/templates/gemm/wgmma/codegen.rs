@@ -6,8 +6,9 @@
 //! is guarded by a `full` mbarrier (TMA transaction bytes) and an `empty` mbarrier (one arrival
 //! per consumer warpgroup of the unit per CTA of the cluster) per stage. Work units (tile x K
 //! slice) are visited in rasterized order; a block (cluster) loops over units with stride
-//! `gridDim.x / cluster_m`, so the same code serves the one-unit-per-block and the persistent
-//! launch. The producer runs ahead across units (it only waits for free stages), so the next
+//! `gridDim.x / cluster size`, so the same code serves the one-unit-per-block and the persistent
+//! launch. A cluster along M (`cluster_m`) shares the B tile, one along N (`cluster_n`) the A
+//! tile: each CTA loads its share and multicasts it to the pair. The producer runs ahead across units (it only waits for free stages), so the next
 //! unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
 //! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace. With
 //! `tma_store` the epilogue goes through swizzled shared-memory boxes and `cp.async.bulk.tensor`
@@ -162,7 +163,7 @@ fn emit_tma_store_epilogue(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig)
     w.comment(format!(
         "TMA-store epilogue: boxes of 64 rows x {span} bytes through two swizzled staging buffers."
     ));
-    emit_part_origin(w, "trow", "tcol");
+    emit_part_origin(w, c, "trow", "tcol");
     emit_epi_lane_consts(w, p, c);
     emit_store_boxes(w, p, c, "trow", "tcol", |w, mi, cb| {
         if osz == 2 {
@@ -582,6 +583,9 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("int", "CONSUMER_ROW_STEP", row_step);
     w.constant("int", "CONSUMER_COL_STEP", col_step);
     w.constant("int", "CLUSTER_M", c.cluster_m);
+    if c.cluster_n > 1 {
+        w.constant("int", "CLUSTER_N", c.cluster_n);
+    }
     w.constant("int", "RASTER_GROUP", c.raster_group);
     w.constant("int", "THREADS", c.threads());
     w.constant("unsigned", "A_STAGE_BYTES", c.a_stage_bytes());
@@ -624,6 +628,7 @@ fn box_coords(b: &TmaBox, k_major: bool, mn0: &str) -> String {
 /// Producer body: one thread streams A and B slabs into the ring.
 fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let cl = c.cluster_m;
+    let cn = c.cluster_n.max(1);
     w.line(format!(
         "asm volatile(\"setmaxnreg.dec.sync.aligned.u32 {PRODUCER_REGS};\");"
     ));
@@ -640,8 +645,16 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("int tm, tn, split, kb0, kb1;");
     w.line("unit_coords(u, tiles_mc, tiles_n, kblocks, tm, tn, split, kb0, kb1);");
     emit_cluster_k_range(w, c);
-    w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
-    w.line("const int n0 = tn * BN;");
+    if cn > 1 {
+        w.comment(
+            "cluster_n: both CTAs of the pair share the tile row; rank picks the column tile.",
+        );
+        w.line("const int m0 = tm * BM;");
+        w.line("const int n0 = (tn * CLUSTER_N + (int)rank) * BN;");
+    } else {
+        w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
+        w.line("const int n0 = tn * BN;");
+    }
     let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
     let a = a_boxes(c, ak);
     let b: Vec<Vec<TmaBox>> = (0..cl).map(|r| b_boxes(c, bk, r)).collect();
@@ -677,12 +690,32 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES;");
     w.line("const int k0 = kb * BK;");
     w.line("mbar_expect_tx(full, tx);");
-    for (j, x) in a.iter().enumerate() {
-        w.line(format!(
-            "if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);",
-            x.smem_offset,
-            box_coords(x, ak, "m0")
-        ));
+    if cn > 1 {
+        // Rank r loads A boxes [r * per, (r + 1) * per) and multicasts them to the pair.
+        let per = a.len() / cn as usize;
+        for r in 0..cn as usize {
+            w.open(format!(
+                "{}if (rank == {r})",
+                if r > 0 { "else " } else { "" }
+            ));
+            for (j, x) in a.iter().enumerate().skip(r * per).take(per) {
+                w.line(format!(
+                    "if (la{j}) tma_load_3d_multicast(sa + {}u, &tmA, full, {}, bA, (unsigned short){});",
+                    x.smem_offset,
+                    box_coords(x, ak, "m0"),
+                    (1u32 << cn) - 1
+                ));
+            }
+            w.close("");
+        }
+    } else {
+        for (j, x) in a.iter().enumerate() {
+            w.line(format!(
+                "if (la{j}) tma_load_3d(sa + {}u, &tmA, full, {}, bA);",
+                x.smem_offset,
+                box_coords(x, ak, "m0")
+            ));
+        }
     }
     let mask = (1u32 << cl) - 1;
     for (r, boxes) in b.iter().enumerate() {
@@ -776,7 +809,16 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
 }
 
 /// `const int {row}, {col}`: where this consumer's part of the current unit's tile starts in C.
-fn emit_part_origin(w: &mut CudaWriter, row: &str, col: &str) {
+fn emit_part_origin(w: &mut CudaWriter, c: &WgmmaConfig, row: &str, col: &str) {
+    if c.cluster_n > 1 {
+        w.line(format!(
+            "const int {row} = tm * BM + cwu * CONSUMER_ROW_STEP;"
+        ));
+        w.line(format!(
+            "const int {col} = (tn * CLUSTER_N + (int)rank) * BN + cwu * CONSUMER_COL_STEP;"
+        ));
+        return;
+    }
     w.line(format!(
         "const int {row} = (tm * CLUSTER_M + (int)rank) * BM + cwu * CONSUMER_ROW_STEP;"
     ));
@@ -963,7 +1005,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     }
     if c.tma_store {
         if defer {
-            emit_part_origin(w, "trow", "tcol");
+            emit_part_origin(w, c, "trow", "tcol");
             emit_pack_outputs(w, p, c);
             w.line("erow = trow;");
             w.line("ecol = tcol;");
@@ -988,7 +1030,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.comment(
         "(Split-K kernels keep only the tested path: beside the fix-up a second copy spills.)",
     );
-    emit_part_origin(w, "part_row", "part_col");
+    emit_part_origin(w, c, "part_row", "part_col");
     w.line("const int row0 = part_row + warp * 16 + (lane >> 2);");
     w.line("const int col0 = part_col + (lane & 3) * 2;");
     let checked = |a: &str| {
@@ -1199,6 +1241,10 @@ fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
         w.line(format!(
             "if (wtid < CLUSTER_M) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"
         ));
+    } else if c.cluster_n > 1 {
+        w.line(format!(
+            "if (wtid < CLUSTER_N) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"
+        ));
     } else {
         w.line(format!(
             "if (wtid == 0) mbar_arrive(bar_empty + 8 * {stage});"
@@ -1289,7 +1335,11 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
     w.open("if (threadIdx.x == 0)");
     w.open("for (int s = 0; s < STAGES; ++s)");
     w.line("mbar_init(bar_full + 8 * s, 1);");
-    w.line("mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_M);");
+    w.line(if c.cluster_n > 1 {
+        "mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_N);"
+    } else {
+        "mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_M);"
+    });
     w.close("");
     if c.cluster_k > 1 {
         w.comment("Cluster split-K: the reduction buffer's full (one arrival + RED_BYTES from the peer) and empty");
@@ -1304,7 +1354,7 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
         w.line("prefetch_tmap(&tmC);");
     }
     w.close("");
-    if c.cluster_m > 1 {
+    if c.cluster_m > 1 || c.cluster_n > 1 {
         w.line("cluster_sync();");
         w.line("const unsigned rank = cluster_ctarank();");
     } else if c.cluster_k > 1 {
@@ -1317,13 +1367,23 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
         w.line("const unsigned rank = 0;");
     }
     w.line("const int tiles_m = (M + BM - 1) / BM;");
-    w.line("const int tiles_n = (N + BN - 1) / BN;");
+    if c.cluster_n > 1 {
+        w.comment("cluster_n: tile columns counted in pairs (the split-K helpers sched_dims / clusters_now,");
+        w.comment(
+            "which count clusters along M, are never called: cluster_n kernels have SPLIT_K 1).",
+        );
+        w.line("const int tiles_n = ((N + BN - 1) / BN + CLUSTER_N - 1) / CLUSTER_N;");
+    } else {
+        w.line("const int tiles_n = (N + BN - 1) / BN;");
+    }
     w.line("const int tiles_mc = (tiles_m + CLUSTER_M - 1) / CLUSTER_M;");
     w.line("const int num_units = tiles_mc * tiles_n * SPLIT_K;");
     w.line("const int kblocks = (K + BK - 1) / BK;");
     w.line("const int batch = blockIdx.z;");
     let cluster = if c.cluster_k > 1 {
         "CLUSTER_K"
+    } else if c.cluster_n > 1 {
+        "CLUSTER_N"
     } else {
         "CLUSTER_M"
     };

@@ -38,7 +38,7 @@ pub const SMEM_ALIGN_SLACK: u32 = 1024;
 pub struct WgmmaConfig {
     /// Block tile rows (64, 128 or 256; a multiple of `64 * consumers`).
     pub bm: u32,
-    /// Block tile columns (64, 128, 192 or 256).
+    /// Block tile columns (64, 80, 128, 160, 192 or 256).
     pub bn: u32,
     /// Block tile depth in elements: [`BLOCK_K`] (64) for f16/bf16, [`BLOCK_K_TF32`] (32) for tf32.
     pub bk: u32,
@@ -98,6 +98,13 @@ pub struct WgmmaConfig {
     /// (no `tma_store`), `split_k` 1, `cluster_k` 1 and no ping-pong.
     #[serde(default)]
     pub swap_ab: bool,
+    /// Thread-block cluster size along N (1, or 2 with A multicast to both CTAs): the pair
+    /// computes two neighbouring column tiles of the same rows, each CTA loads half of the A
+    /// tile's 64-row boxes and multicasts them to both. With `swap_ab` that shares the user's
+    /// large B between two tiles of a small M (cuBLAS's `_1x2` small-M kernels). Needs `bm` a
+    /// multiple of 128, `cluster_m` 1, `cluster_k` 1 and `split_k` 1. 1 = off.
+    #[serde(default = "one")]
+    pub cluster_n: u32,
 }
 
 fn one() -> u32 {
@@ -130,6 +137,7 @@ impl WgmmaConfig {
             split_n: false,
             cluster_k: 1,
             swap_ab: false,
+            cluster_n: 1,
         }
     }
 }
@@ -221,9 +229,19 @@ impl WgmmaConfig {
         self.stages.saturating_mul(16).saturating_add(red)
     }
 
-    /// CTAs in one cluster: `cluster_m` (B multicast) times `cluster_k` (cluster split-K).
+    /// CTAs in one cluster: `cluster_m` (B multicast) times `cluster_n` (A multicast) times
+    /// `cluster_k` (cluster split-K).
     pub fn cluster_size(&self) -> u32 {
-        self.cluster_m.max(1).saturating_mul(self.cluster_k.max(1))
+        self.cluster_m
+            .max(1)
+            .saturating_mul(self.cluster_n.max(1))
+            .saturating_mul(self.cluster_k.max(1))
+    }
+
+    /// CTAs that share each stage's loads through multicast (`cluster_m` x `cluster_n`): every
+    /// one of them must release a stage before any rank refills it.
+    pub fn multicast_size(&self) -> u32 {
+        self.cluster_m.max(1).saturating_mul(self.cluster_n.max(1))
     }
 
     /// Offset of the TMA-store epilogue boxes (1024-aligned for the 128-byte swizzle).
@@ -316,7 +334,7 @@ impl WgmmaConfig {
     /// Work units of an `m x n` problem (per batch entry): cluster tiles times `split_k`.
     pub fn units(&self, m: u32, n: u32) -> u64 {
         let (tm, tn) = self.tiles(m, n);
-        (tm.div_ceil(self.cluster_m.max(1)) as u64 * tn as u64)
+        (tm.div_ceil(self.cluster_m.max(1)) as u64 * tn.div_ceil(self.cluster_n.max(1)) as u64)
             .saturating_mul(self.split_k.max(1) as u64)
     }
 
@@ -387,6 +405,9 @@ impl WgmmaConfig {
         }
         if self.swap_ab {
             s.push_str("_sw");
+        }
+        if self.cluster_n > 1 {
+            s.push_str(&format!("_cn{}", self.cluster_n));
         }
         s
     }

@@ -118,9 +118,9 @@ pub fn estimate_us(p: &GemmProblem, c: &WgmmaConfig, dev: &DeviceFacts) -> Optio
     let t_smem = (operand_reads + stage) / SMEM_BYTES_PER_CLK / clk;
     let t_ingress = stage / L2_BYTES_PER_CLK_PER_SM / clk;
     let latency = LOAD_LATENCY_US * 1e-6;
-    // The pair of a B-multicast cluster refills in lock step; cluster split-K CTAs meet only
-    // once per unit, in the exchange below.
-    let handshake = if c.cluster_m > 1 {
+    // The pair of a multicast cluster (B along M, A along N) refills in lock step; cluster
+    // split-K CTAs meet only once per unit, in the exchange below.
+    let handshake = if c.multicast_size() > 1 {
         CLUSTER_HANDSHAKE_US * 1e-6
     } else {
         0.0
