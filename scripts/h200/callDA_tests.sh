@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Call DA, part 1 (any Hopper card; the whole call on a card other than the H200): the GPU cases
+# of session 29's cluster_n / split_n transposed kernels (`swcn_*`, `swsn_*`, and session 27's
+# `sw_*` again) against the f64 reference, then rtx-tune slices of cuBLAS's small-M arrangement
+# at 160 and 128 x 8192^2 (bf16 NN, cuBLAS in the same process, every candidate checked against
+# it): '{"swap_ab":true,"cluster_n":2}' (128 of N by 64 / 80 / 128 / 160 of M, pairs along M
+# sharing the B^T tile) and '{"swap_ab":true,"split_n":true}' (two consumers splitting the
+# columns of a 64-row tile covering all of M).
+# Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu` at main.
+# Run alone: BASE=$PWD/.devrun bash scripts/h200/callDA_tests.sh (carry .devrun; about 2 minutes).
+set -u; B=$BASE; . "$(dirname "$0")/env.sh"
+pack() { tar -C $R -czf $OUT/callDA.tgz . ; }
+echo "base $(cat $BASE/BUILD)" >> $R/build.txt
+date -u +"start %T" >> $R/smi.txt
+t=$(ls $BASE/tests/*wgmma_gpu* | head -1)
+RTX_WGMMA_CASE=swcn_,swsn_,sw_ timeout 120 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw.log 2>&1
+echo "sw cases rc=$?"; grep -E "^(PASS|FAIL)|test result|panicked|compiled" $R/test_sw.log | cut -c1-160 | head -20
+pack
+for shape in 160x8192x8192 128x8192x8192; do
+  for w in 'cn|{"swap_ab":true,"cluster_n":2}|30' 'sn|{"swap_ab":true,"split_n":true}|15'; do
+    IFS='|' read -r tag filter T <<< "$w"
+    timeout $((T + 30)) $BASE/rtx-tune gemm $shape --dtype bf16 --layout nn --strategy exhaustive --time-budget-s $T --where "$filter" --experimental > $R/slice_${tag}_$shape.log 2>&1
+    echo "slice $tag $shape rc=$?"; grep -E "searched|#1 |#2 |#3 |cuBLAS:|rtx / cuBLAS" $R/slice_${tag}_$shape.log | sed 's/"bk":64,//; s/"cluster_k":1,//; s/"persistent":true,//; s/"pingpong":false,//; s/"split_k":1,//; s/"tma_store":false,//' | cut -c1-220
+    pack
+  done
+done
+[ -z "${DA_INNER:-}" ] && finish
