@@ -66,7 +66,11 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
     let cols_per_wg = if c.split_n { c.bn / 2 } else { c.bn };
     let acc = rows_per_wg / 64 * cols_per_wg / 2;
     // The B slot of a stage holds whole 64-column boxes (160 columns take 192 columns' room).
-    let b_cols = c.bn.div_ceil(64) * 64;
+    let b_cols = if c.tight_b {
+        c.bn
+    } else {
+        c.bn.div_ceil(64) * 64
+    };
     // Cluster split-K adds two mbarriers and, after everything else (128-aligned), one
     // consumer's fp32 accumulators as its reduction buffer.
     let ck = c.cluster_k == 2;
@@ -143,6 +147,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (!c.tma_store || (c.split_k == 1 && c_ok))
         && (1..=2).contains(&c.cluster_m)
         && (c.cluster_m == 1 || c.bn.is_multiple_of(128) || (c.bn == 160 && b_k_major))
+        && (!c.tight_b || b_k_major)
         // cluster_n: the pair splits A's 64-row boxes and shares one tile row.
         && (1..=2).contains(&c.cluster_n)
         && (c.cluster_n == 1
@@ -208,8 +213,8 @@ prop_compose! {
                     pingpong in prop_oneof![3 => Just(false), 1 => Just(true)],
                     tma_store in prop_oneof![2 => Just(false), 1 => Just(true)],
                     (split_n, cluster_k) in (prop_oneof![6 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 3 => Just(2), 1 => Just(0), 1 => Just(3)]),
-                    (swap_ab, cluster_n) in (prop_oneof![3 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 2 => Just(2), 1 => Just(0), 1 => Just(3)])) -> WgmmaConfig {
-        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n }
+                    (swap_ab, cluster_n, tight_b) in (prop_oneof![3 => Just(false), 1 => Just(true)], prop_oneof![6 => Just(1u32), 2 => Just(2), 1 => Just(0), 1 => Just(3)], prop_oneof![3 => Just(false), 1 => Just(true)])) -> WgmmaConfig {
+        WgmmaConfig { bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group, split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n, tight_b }
     }
 }
 

@@ -886,7 +886,9 @@ fn transposed_small_m_tiles_compile() {
     let all: Vec<WgmmaConfig> = t
         .space(&p, Arch::Sm90a)
         .into_iter()
-        .filter(|c| c.swap_ab && c.bn == 160 && c.stages == 4 && c.cluster_n == 1 && !c.split_n)
+        .filter(|c| {
+            c.swap_ab && c.bn == 160 && c.stages == 4 && c.cluster_n == 1 && !c.split_n && !c.tight_b
+        })
         .collect();
     assert_eq!(all.len(), 6);
     let cs: Vec<&WgmmaConfig> = all
@@ -909,11 +911,13 @@ fn transposed_small_m_tiles_compile() {
     );
 }
 
-/// cuBLAS's small-M arrangement in the experimental space: tiles of 128 of N by 80 (at M = 160)
-/// or 64 (at M = 128) of M in a pair along the small M (`cluster_n` 2), each CTA loading one
-/// of the two 64-row boxes of the shared B^T tile and multicasting it; and two consumers
-/// splitting the 160 columns of a 64-row tile. Every one compiles without spills for the
-/// MN-major (NN) and the K-major (NT) user B, the pair's kernels multicast A and not B.
+/// cuBLAS's small-M arrangement in the experimental space, 8 stages as cuBLAS runs it: tiles of
+/// 128 of N by 80 (at M = 160, a tight 80-row slot for the K-major A^T: 26 KiB a stage) or 64
+/// (at M = 128) of M in a pair along the small M (`cluster_n` 2), each CTA loading one of the
+/// two 64-row boxes of the shared B^T tile and multicasting it; and two consumers splitting the
+/// columns of a 64-row tile covering M. Every one compiles without spills for the MN-major (NN)
+/// and the K-major (NT) user B, the pair's kernels multicast A and not B; the 8-stage 128 x 80
+/// and 64 x 160 tiles fit only with the tight slot.
 #[test]
 fn cublas_small_m_arrangements_compile() {
     if !nvrtc_or_skip("cublas_small_m_arrangements_compile") {
@@ -930,13 +934,14 @@ fn cublas_small_m_arrangements_compile() {
                 .into_iter()
                 .filter(|c| {
                     c.swap_ab
-                        && c.stages == 6
+                        && c.stages == 8
                         && ((c.cluster_n == 2 && c.bn == bn) || (c.split_n && c.bn == m))
+                        && t.check(&p, c, Arch::Sm90a).is_ok()
                 })
                 .collect();
             assert_eq!(cs.len(), 3, "{m} {lb:?}: {cs:?}");
+            assert!(cs.iter().all(|c| c.tight_b == (m == 160)), "{cs:?}");
             for c in &cs {
-                assert!(t.check(&p, c, Arch::Sm90a).is_ok(), "{c:?}");
                 compile_and_check(&t, &p, c);
                 let code = t.emit(&p, c, Arch::Sm90a).unwrap().code;
                 assert_eq!(

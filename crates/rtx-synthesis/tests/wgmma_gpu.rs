@@ -565,6 +565,27 @@ fn tma_store_cases() -> Vec<Case> {
             None,
         ),
         (
+            "swtb_nn_160x1000x520_bn80_8_stages",
+            problem(160, 1000, 520, DType::Bf16, Row, Row),
+            WgmmaConfig {
+                tight_b: true,
+                ..cn(cfg(128, 80, 2, 80, 8, 1, true, 1))
+            },
+            None,
+            None,
+        ),
+        (
+            "swtb_nt_150x8192x8192_64x160_8_stages_sampled_f16",
+            problem(150, 8192, 8192, DType::F16, Row, Col),
+            WgmmaConfig {
+                swap_ab: true,
+                tight_b: true,
+                ..cfg(64, 160, 1, 160, 8, 1, true, 1)
+            },
+            Some(2048),
+            None,
+        ),
+        (
             "swsn_nn_160x1000x520_split_n",
             problem(160, 1000, 520, DType::Bf16, Row, Row),
             WgmmaConfig {

@@ -346,11 +346,17 @@ impl WgmmaGemm {
             for bn in [64u32, 80, 128, 160, 192, 256] {
                 for stages in [4u32, 6, 8] {
                     for cluster_m in [1u32, 2] {
-                        v.push(WgmmaConfig {
-                            cluster_m,
-                            swap_ab: true,
-                            ..WgmmaConfig::basic(bm, bn, bk, consumers, bn, stages)
-                        });
+                        for tight_b in [false, true] {
+                            if tight_b && bn.is_multiple_of(64) {
+                                continue;
+                            }
+                            v.push(WgmmaConfig {
+                                cluster_m,
+                                swap_ab: true,
+                                tight_b,
+                                ..WgmmaConfig::basic(bm, bn, bk, consumers, bn, stages)
+                            });
+                        }
                     }
                 }
             }
@@ -359,24 +365,39 @@ impl WgmmaGemm {
         // small M, the pair sharing (multicasting) the user's B tile, each CTA a column tile of
         // 64 / 80 of M (128 = 2 x 64, 160 = 2 x 80) with one or two consumers; and two
         // consumers splitting the columns of a 64-row tile covering all of a small M.
+        // A K-major B^T (the user's row-major A) may take a tight ring slot (`tight_b`) where
+        // `bn` is not whole 64-row boxes: 8 stages of 128 x 80 or 64 x 160 then fit.
+        let tight = |bn: u32| {
+            if bn.is_multiple_of(64) {
+                vec![false]
+            } else {
+                vec![false, true]
+            }
+        };
         for consumers in [1u32, 2] {
             for bn in [64u32, 80, 128, 160] {
                 for stages in [4u32, 6, 8] {
-                    v.push(WgmmaConfig {
-                        cluster_n: 2,
-                        swap_ab: true,
-                        ..WgmmaConfig::basic(128, bn, bk, consumers, bn, stages)
-                    });
+                    for tight_b in tight(bn) {
+                        v.push(WgmmaConfig {
+                            cluster_n: 2,
+                            swap_ab: true,
+                            tight_b,
+                            ..WgmmaConfig::basic(128, bn, bk, consumers, bn, stages)
+                        });
+                    }
                 }
             }
         }
         for bn in [128u32, 160, 192, 256] {
             for stages in [4u32, 6, 8] {
-                v.push(WgmmaConfig {
-                    split_n: true,
-                    swap_ab: true,
-                    ..WgmmaConfig::basic(64, bn, bk, 2, bn / 2, stages)
-                });
+                for tight_b in tight(bn) {
+                    v.push(WgmmaConfig {
+                        split_n: true,
+                        swap_ab: true,
+                        tight_b,
+                        ..WgmmaConfig::basic(64, bn, bk, 2, bn / 2, stages)
+                    });
+                }
             }
         }
         // One 192-row tile over small M (129..192 rows) with split-K: three 64 x 128 consumers,
@@ -507,6 +528,12 @@ impl WgmmaGemm {
                 c.wgmma_n,
                 c.cols_per_consumer(),
                 p.layout_b
+            ));
+        }
+        if c.tight_b && !tma::b_is_k_major(p) {
+            return Err(format!(
+                "tight_b: an MN-major B (layout {:?}) is loaded in whole 64-column boxes, so its ring slot cannot be cut to bn={} rows",
+                p.layout_b, c.bn
             ));
         }
         if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && !tma::b_is_k_major(p) {
@@ -1151,6 +1178,7 @@ impl Template for WgmmaGemm {
             + 2 * f(u32::from(c.pingpong))
             + f(u32::from(c.tma_store))
             + 2 * f(u32::from(c.swap_ab))
+            + f(u32::from(c.tight_b))
     }
 }
 
@@ -2232,12 +2260,13 @@ mod tests {
             cluster_k in field(&[1, 2]),
             swap_ab in any::<bool>(),
             cluster_n in field(&[1, 2]),
+            tight_b in any::<bool>(),
             rank in field(&[0, 1]),
             arch in proptest::sample::select(vec![Arch::Sm80, Arch::Sm90a, Arch::Sm120]),
         ) {
             let c = WgmmaConfig {
                 bm, bn, bk, consumers, wgmma_n, stages, cluster_m, persistent, raster_group,
-                split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n,
+                split_k, pingpong, tma_store, split_n, cluster_k, swap_ab, cluster_n, tight_b,
             };
             exercise(WgmmaGemm::new(sm_count), &p, &c, arch, rank)?;
         }

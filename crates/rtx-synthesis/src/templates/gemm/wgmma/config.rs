@@ -105,6 +105,11 @@ pub struct WgmmaConfig {
     /// multiple of 128, `cluster_m` 1, `cluster_k` 1 and `split_k` 1. 1 = off.
     #[serde(default = "one")]
     pub cluster_n: u32,
+    /// B's ring slot holds exactly `bn` rows of one 128-byte K span instead of whole 64-row
+    /// boxes (a K-major B only: an MN-major one is loaded in 64-column boxes). Frees 6 KiB a
+    /// stage at `bn` 80 and 4 KiB at 160, so 128 x 80 and 64 x 160 tiles fit 8 stages.
+    #[serde(default)]
+    pub tight_b: bool,
 }
 
 fn one() -> u32 {
@@ -138,6 +143,7 @@ impl WgmmaConfig {
             cluster_k: 1,
             swap_ab: false,
             cluster_n: 1,
+            tight_b: false,
         }
     }
 }
@@ -207,9 +213,14 @@ impl WgmmaConfig {
 
     /// Bytes of B in one stage: `bn` rows of one 128-byte K span, rounded up to whole 64-column
     /// boxes (an MN-major B with `bn` 160 loads three 64 x 64 boxes; a K-major one leaves the
-    /// last 32 rows unused).
+    /// last 32 rows unused) unless [`WgmmaConfig::tight_b`].
     pub fn b_stage_bytes(&self) -> u32 {
-        round_up(self.bn, 64).saturating_mul(SWIZZLE_BYTES)
+        let rows = if self.tight_b {
+            self.bn
+        } else {
+            round_up(self.bn, 64)
+        };
+        rows.saturating_mul(SWIZZLE_BYTES)
     }
 
     /// Bytes TMA delivers per stage (both operands, full boxes including zero fill).
@@ -408,6 +419,9 @@ impl WgmmaConfig {
         }
         if self.cluster_n > 1 {
             s.push_str(&format!("_cn{}", self.cluster_n));
+        }
+        if self.tight_b {
+            s.push_str("_tb");
         }
         s
     }
