@@ -887,7 +887,12 @@ fn transposed_small_m_tiles_compile() {
         .space(&p, Arch::Sm90a)
         .into_iter()
         .filter(|c| {
-            c.swap_ab && c.bn == 160 && c.stages == 4 && c.cluster_n == 1 && !c.split_n && !c.tight_b
+            c.swap_ab
+                && c.bn == 160
+                && c.stages == 4
+                && c.cluster_n == 1
+                && !c.split_n
+                && !c.tight_b
         })
         .collect();
     assert_eq!(all.len(), 6);

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Call DA, part 1 (any Hopper card; the whole call on a card other than the H200): the GPU cases
-# of session 29's cluster_n / split_n transposed kernels (`swcn_*`, `swsn_*`, and session 27's
-# `sw_*` again) against the f64 reference, then rtx-tune slices of cuBLAS's small-M arrangement
+# Call DB, part 1 (any Hopper card; the whole call on a card other than the H200): the GPU cases
+# of session 29's cluster_n / split_n / tight_b transposed kernels (`swcn_*`, `swsn_*`, `swtb_*`,
+# and session 27's `sw_*` again; call DA passed all but `swtb_*` on an H100) against the f64 reference, then rtx-tune slices of cuBLAS's small-M arrangement
 # at 160 and 128 x 8192^2 (bf16 NN, cuBLAS in the same process, every candidate checked against
 # it): '{"swap_ab":true,"cluster_n":2}' (128 of N by 64 / 80 / 128 / 160 of M, pairs along M
-# sharing the B^T tile) and '{"swap_ab":true,"split_n":true}' (two consumers splitting the
+# sharing the B^T tile; 8 stages of 128 x 80 with tight_b, new since call DA) and '{"swap_ab":true,"split_n":true}' (two consumers splitting the
 # columns of a 64-row tile covering all of M).
 # Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu` at main.
-# Run alone: BASE=$PWD/.devrun bash scripts/h200/callDA_tests.sh (carry .devrun; about 2 minutes).
+# Run alone: BASE=$PWD/.devrun bash scripts/h200/callDB_tests.sh (carry .devrun; about 2 minutes).
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
-pack() { tar -C $R -czf $OUT/callDA.tgz . ; }
+pack() { tar -C $R -czf $OUT/callDB.tgz . ; }
 echo "base $(cat $BASE/BUILD)" >> $R/build.txt
 date -u +"start %T" >> $R/smi.txt
 t=$(ls $BASE/tests/*wgmma_gpu* | head -1)
-RTX_WGMMA_CASE=swcn_,swsn_,sw_ timeout 120 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw.log 2>&1
+RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 120 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw.log 2>&1
 echo "sw cases rc=$?"; grep -E "^(PASS|FAIL)|test result|panicked|compiled" $R/test_sw.log | cut -c1-160 | head -20
 pack
 for shape in 160x8192x8192 128x8192x8192; do
