@@ -5,7 +5,8 @@
 # at 160 and 128 x 8192^2 (bf16 NN, cuBLAS in the same process, every candidate checked against
 # it): '{"swap_ab":true,"cluster_n":2}' (128 of N by 64 / 80 / 128 / 160 of M, pairs along M
 # sharing the B^T tile; 8 stages of 128 x 80 with tight_b, new since call DA) and '{"swap_ab":true,"split_n":true}' (two consumers splitting the
-# columns of a 64-row tile covering all of M).
+# columns of a 64-row tile covering all of M); at 160 also '{"swap_ab":true,"tight_b":true}' (every
+# transposed tile with a tight 80- or 160-row B slot, alone, in pairs or column-split).
 # Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu` at main.
 # Run alone: BASE=$PWD/.devrun bash scripts/h200/callDB_tests.sh (carry .devrun; about 2 minutes).
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
@@ -17,7 +18,8 @@ RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 120 $t --test-threads 1 --nocapture
 echo "sw cases rc=$?"; grep -E "^(PASS|FAIL)|test result|panicked|compiled" $R/test_sw.log | cut -c1-160 | head -20
 pack
 for shape in 160x8192x8192 128x8192x8192; do
-  for w in 'cn|{"swap_ab":true,"cluster_n":2}|30' 'sn|{"swap_ab":true,"split_n":true}|15'; do
+  tb=; [ $shape = 160x8192x8192 ] && tb='tb|{"swap_ab":true,"tight_b":true}|30'
+  for w in 'cn|{"swap_ab":true,"cluster_n":2}|30' 'sn|{"swap_ab":true,"split_n":true}|15' $tb; do
     IFS='|' read -r tag filter T <<< "$w"
     timeout $((T + 30)) $BASE/rtx-tune gemm $shape --dtype bf16 --layout nn --strategy exhaustive --time-budget-s $T --where "$filter" --experimental > $R/slice_${tag}_$shape.log 2>&1
     echo "slice $tag $shape rc=$?"; grep -E "searched|#1 |#2 |#3 |cuBLAS:|rtx / cuBLAS" $R/slice_${tag}_$shape.log | sed 's/"bk":64,//; s/"cluster_k":1,//; s/"persistent":true,//; s/"pingpong":false,//; s/"split_k":1,//; s/"tma_store":false,//' | cut -c1-220
