@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Superseded by call DB (session 29: scripts/h200/callDB.sh runs the same A/B with a third arm); never ran.
 # Call CZ (session 28): the transposed product on the H200 at bf16/f16 128 and 160 x 8192^2, the
 # two shapes below cuBLAS (session 26: 0.99x and 0.88x). Call CY ran on an H100 only (there the
 # best swap_ab configs tie or trail the 64-row ladder tiles by 2-3%, as cuBLAS does).
