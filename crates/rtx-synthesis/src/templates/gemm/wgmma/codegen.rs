@@ -8,8 +8,8 @@
 //! slice) are visited in rasterized order; a block (cluster) loops over units with stride
 //! `gridDim.x / cluster size`, so the same code serves the one-unit-per-block and the persistent
 //! launch. A cluster along M (`cluster_m`) shares the B tile, one along N (`cluster_n`) the A
-//! tile: each CTA loads its share and multicasts it to the pair. The producer runs ahead across units (it only waits for free stages), so the next
-//! unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
+//! tile: each CTA loads its share and multicasts it to the pair. The producer runs ahead across
+//! units (it only waits for free stages), so the next unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
 //! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace. With
 //! `tma_store` the epilogue goes through swizzled shared-memory boxes and `cp.async.bulk.tensor`
 //! stores (one more trailing `tmC` map parameter), which drain while the consumer goes on.
