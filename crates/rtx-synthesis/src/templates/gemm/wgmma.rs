@@ -516,7 +516,7 @@ impl WgmmaGemm {
     /// (`bn` 160 = 64 + 64 + 32, one m64n160 wgmma per consumer) loads that box whole. A K-major
     /// B takes any multiple of 16 (160 = 2 x 80 is cuBLAS's tile at 4000 x 4000). The TMA-store
     /// epilogue stores whole boxes of one swizzle span ([`WgmmaConfig::epi_span_bytes`]) of a
-    /// consumer's columns.
+    /// consumer's columns. A tight B slot ([`WgmmaConfig::tight_b`]) needs a K-major B.
     pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
         if !tma::b_is_k_major(p)
             && ((c.n_iters() > 1 && !c.wgmma_n.is_multiple_of(64))
