@@ -341,15 +341,21 @@ impl WgmmaGemm {
         // whole of a small M in one column tile), alone or in a 2-CTA cluster sharing the user's
         // A tile (the kernel's B; bn 160 splits it in 80-row halves), direct transposed stores.
         // cuBLAS runs this arrangement at 128 and 160 x 8192^2 (H200, call CV:
-        // nvjet_sm90_tst_128x64_64x8_1x2 and _128x80_64x8_1x2).
+        // nvjet_sm90_tst_128x64_64x8_1x2 and _128x80_64x8_1x2). A K-major B^T (the user's
+        // row-major A) may take a tight ring slot (`tight_b`) where `bn` is not whole 64-row
+        // boxes: 8 stages of 128 x 80 or 64 x 160 then fit.
+        let tight = |bn: u32| {
+            if bn.is_multiple_of(64) {
+                vec![false]
+            } else {
+                vec![false, true]
+            }
+        };
         for (bm, consumers) in [(64u32, 1u32), (128, 1), (128, 2)] {
             for bn in [64u32, 80, 128, 160, 192, 256] {
                 for stages in [4u32, 6, 8] {
                     for cluster_m in [1u32, 2] {
-                        for tight_b in [false, true] {
-                            if tight_b && bn.is_multiple_of(64) {
-                                continue;
-                            }
+                        for tight_b in tight(bn) {
                             v.push(WgmmaConfig {
                                 cluster_m,
                                 swap_ab: true,
@@ -365,15 +371,6 @@ impl WgmmaGemm {
         // small M, the pair sharing (multicasting) the user's B tile, each CTA a column tile of
         // 64 / 80 of M (128 = 2 x 64, 160 = 2 x 80) with one or two consumers; and two
         // consumers splitting the columns of a 64-row tile covering all of a small M.
-        // A K-major B^T (the user's row-major A) may take a tight ring slot (`tight_b`) where
-        // `bn` is not whole 64-row boxes: 8 stages of 128 x 80 or 64 x 160 then fit.
-        let tight = |bn: u32| {
-            if bn.is_multiple_of(64) {
-                vec![false]
-            } else {
-                vec![false, true]
-            }
-        };
         for consumers in [1u32, 2] {
             for bn in [64u32, 80, 128, 160] {
                 for stages in [4u32, 6, 8] {

@@ -9,8 +9,8 @@
 //! `gridDim.x / cluster size`, so the same code serves the one-unit-per-block and the persistent
 //! launch. A cluster along M (`cluster_m`) shares the B tile, one along N (`cluster_n`) the A
 //! tile: each CTA loads its share and multicasts it to the pair. The producer runs ahead across
-//! units (it only waits for free stages), so the next unit's loads overlap the epilogue. Ping-pong consumers take alternate units, so one's
-//! epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace. With
+//! units (it only waits for free stages), so the next unit's loads overlap the epilogue.
+//! Ping-pong consumers take alternate units, so one's epilogue also overlaps the other's MMAs. Split-K units reduce through the workspace. With
 //! `tma_store` the epilogue goes through swizzled shared-memory boxes and `cp.async.bulk.tensor`
 //! stores (one more trailing `tmC` map parameter), which drain while the consumer goes on.
 //!
@@ -1235,15 +1235,22 @@ fn emit_cluster_k_exchange(w: &mut CudaWriter, c: &WgmmaConfig) {
     w.line("rph ^= 1;");
 }
 
+/// The kernel constant naming the multicast cluster's size: `CLUSTER_N` for a pair along N,
+/// else `CLUSTER_M` (1 without multicast).
+fn multicast_size_name(c: &WgmmaConfig) -> &'static str {
+    if c.cluster_n > 1 {
+        "CLUSTER_N"
+    } else {
+        "CLUSTER_M"
+    }
+}
+
 /// One arrival per consumer warpgroup on the `empty` barrier of stage `stage` in every CTA of the cluster.
 fn emit_release(w: &mut CudaWriter, c: &WgmmaConfig, stage: &str) {
-    if c.cluster_m > 1 {
+    if c.multicast_size() > 1 {
         w.line(format!(
-            "if (wtid < CLUSTER_M) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"
-        ));
-    } else if c.cluster_n > 1 {
-        w.line(format!(
-            "if (wtid < CLUSTER_N) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);"
+            "if (wtid < {}) mbar_arrive_cluster(bar_empty + 8 * {stage}, (unsigned)wtid);",
+            multicast_size_name(c)
         ));
     } else {
         w.line(format!(
@@ -1335,11 +1342,10 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
     w.open("if (threadIdx.x == 0)");
     w.open("for (int s = 0; s < STAGES; ++s)");
     w.line("mbar_init(bar_full + 8 * s, 1);");
-    w.line(if c.cluster_n > 1 {
-        "mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_N);"
-    } else {
-        "mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * CLUSTER_M);"
-    });
+    w.line(format!(
+        "mbar_init(bar_empty + 8 * s, CONSUMERS_PER_UNIT * {});",
+        multicast_size_name(c)
+    ));
     w.close("");
     if c.cluster_k > 1 {
         w.comment("Cluster split-K: the reduction buffer's full (one arrival + RED_BYTES from the peer) and empty");
@@ -1354,7 +1360,7 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
         w.line("prefetch_tmap(&tmC);");
     }
     w.close("");
-    if c.cluster_m > 1 || c.cluster_n > 1 {
+    if c.multicast_size() > 1 {
         w.line("cluster_sync();");
         w.line("const unsigned rank = cluster_ctarank();");
     } else if c.cluster_k > 1 {
@@ -1382,10 +1388,8 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
     w.line("const int batch = blockIdx.z;");
     let cluster = if c.cluster_k > 1 {
         "CLUSTER_K"
-    } else if c.cluster_n > 1 {
-        "CLUSTER_N"
     } else {
-        "CLUSTER_M"
+        multicast_size_name(c)
     };
     w.line(format!("const int cluster_id = blockIdx.x / {cluster};"));
     w.line(format!("const int num_clusters = gridDim.x / {cluster};"));
