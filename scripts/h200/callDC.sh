@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Call DC (session 30; call DB with its ending decided on the card): issue 4's two open bars,
+# bf16/f16 at 128 and 160 x 8192^2 (H200, session 26: 0.99 and 0.88), against cuBLAS's own
+# small-M arrangement. (1) ROUNDS (2) rounds, separate processes, order rotated: the GEMM suite
+# (bf16, f16) at 128 and 160 x 8192^2 and 96 x 11008 x 4096 from three bundles: base (main: the
+# ladder's 64-row tiles), sw (main plus swap_small_m_default.patch: 64 x 128 / 64 x 160
+# transposed tiles, one consumer, 8 stages) and cn (main plus cn_small_m_default.patch: cuBLAS's
+# 128 x 64 / 128 x 80 transposed tiles, two consumers, in cluster_n pairs covering M and sharing
+# B^T by multicast, 8 stages). (2) pick_arm.py names the arm that beat base in all four cells
+# (r/pick.txt). If one did: the PyTorch anchors and the GEMM suite at all of issue 4's shapes,
+# f32/tf32/bf16/f16, from that arm's bundle (issue 4's whole picture for the candidate default).
+# If none did: callDB_tests.sh's rtx-tune slices of the new kernels (no GPU cases).
+# Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu`; sw = `cargo xtask
+# gpu-bundle --out .devrun_sw --tests none --patch scripts/h200/patches/swap_small_m_default.patch`;
+# cn = the same with `--out .devrun_cn` and `cn_small_m_default.patch`.
+# Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn bash scripts/h200/h200_only.sh
+#   scripts/h200/callDC.sh (carry the three; about 7 minutes on an H200; timeout_s 560).
+set -u; B=$BASE; . "$(dirname "$0")/env.sh"
+pack() { tar -C $R -czf $OUT/callDC.tgz . ; }
+{ echo "base $(cat $BASE/BUILD)"; echo "sw $(cat $BSW/BUILD)"; echo "cn $(cat $BCN/BUILD)"; } >> $R/build.txt
+date -u +"start %T" >> $R/smi.txt
+bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; esac; }
+arm() {
+  B=$(bundle $1)
+  suite_arm $1 bf16,f16 128x8192x8192,160x8192x8192,96x11008x4096
+}
+rotated_rounds ${ROUNDS:-2} base sw cn
+date -u +"abc end %T" >> $R/smi.txt
+win=$(python3 "$(dirname "$0")/pick_arm.py" $R base sw cn)
+echo "picked: ${win:-none}"; cat $R/pick.txt
+if [ -n "$win" ]; then
+  B=$(bundle $win)
+  timeout 120 python3 $BASE/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
+  timeout 200 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes f32,tf32,bf16,f16 \
+    --gemm-shapes $ISSUE4_SHAPES > $R/bench_$win.log 2>&1; echo "bench $win rc=$?"
+  grep -E "^\| rtx-(wgmma|simt)-default " $R/bench_$win.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
+  pack
+else
+  DA_INNER=1 NO_CASES=1 bash "$(dirname "$0")/callDB_tests.sh"
+fi
+finish
