@@ -460,68 +460,65 @@ fn tma_store_cases() -> Vec<Case> {
         sample: Some(2048),
         sms: None,
     });
-    // swap_ab: the kernel computes C^T = B^T A^T and stores transposed (tile rows along N).
-    for (name, p, c, sample) in [
+    // swap_ab: the kernel computes C^T = B^T A^T and stores transposed (tile rows along N);
+    // `swcn` in cuBLAS's small-M arrangement: a pair along the small M (cluster_n 2) sharing
+    // the B^T tile (each CTA loads one 64-row box and multicasts it), or two consumers
+    // splitting the columns of a tile covering all of M.
+    let sw = |c: WgmmaConfig| WgmmaConfig { swap_ab: true, ..c };
+    let cn = |c: WgmmaConfig| WgmmaConfig {
+        cluster_n: 2,
+        ..sw(c)
+    };
+    for (name, p, c, sample, sms) in [
         (
             "sw_nn_160x1000x520",
             problem(160, 1000, 520, DType::Bf16, Row, Row),
-            cfg(64, 160, 1, 160, 6, 1, true, 1),
+            sw(cfg(64, 160, 1, 160, 6, 1, true, 1)),
+            None,
             None,
         ),
         (
             "sw_nn_160x1024x512_cluster2",
             problem(160, 1024, 512, DType::Bf16, Row, Row),
-            cfg(64, 160, 1, 160, 6, 2, true, 1),
+            sw(cfg(64, 160, 1, 160, 6, 2, true, 1)),
+            None,
             None,
         ),
         (
             "sw_nt_100x520x264_full_epilogue",
             full_epilogue(problem(100, 520, 264, DType::Bf16, Row, Col)),
-            cfg(128, 128, 2, 128, 4, 1, true, 1),
+            sw(cfg(128, 128, 2, 128, 4, 1, true, 1)),
+            None,
             None,
         ),
         (
             "sw_tn_128x384x200_cluster2_f16",
             problem(128, 384, 200, DType::F16, Col, Row),
-            cfg(64, 128, 1, 128, 4, 2, true, 1),
+            sw(cfg(64, 128, 1, 128, 4, 2, true, 1)),
+            None,
             None,
         ),
         (
             "sw_tt_64x256x128_batch3",
             problem(64, 256, 128, DType::Bf16, Col, Col).batched(3),
-            cfg(128, 64, 1, 64, 4, 1, true, 1),
+            sw(cfg(128, 64, 1, 64, 4, 1, true, 1)),
+            None,
             None,
         ),
         (
             "sw_nn_300x256x128_three_column_tiles",
             problem(300, 256, 128, DType::F16, Row, Row),
-            cfg(64, 128, 1, 128, 4, 1, false, 1),
+            sw(cfg(64, 128, 1, 128, 4, 1, false, 1)),
+            None,
             None,
         ),
         (
             "sw_nn_160x8192x8192_cluster2_sampled",
             problem(160, 8192, 8192, DType::Bf16, Row, Row),
-            cfg(64, 160, 1, 160, 6, 2, true, 1),
+            sw(cfg(64, 160, 1, 160, 6, 2, true, 1)),
             Some(2048),
+            None,
         ),
-    ] {
-        v.push(Case {
-            name,
-            p,
-            c: WgmmaConfig { swap_ab: true, ..c },
-            sample,
-            sms: None,
-        });
-    }
-    // swap_ab in cuBLAS's small-M arrangement: a pair along the small M (cluster_n 2) sharing
-    // the B^T tile (each CTA loads one 64-row box and multicasts it), or two consumers
-    // splitting the columns of a tile covering all of M.
-    let cn = |c: WgmmaConfig| WgmmaConfig {
-        swap_ab: true,
-        cluster_n: 2,
-        ..c
-    };
-    for (name, p, c, sample, sms) in [
         (
             "swcn_nn_160x1000x520_bn80",
             problem(160, 1000, 520, DType::Bf16, Row, Row),
@@ -578,9 +575,8 @@ fn tma_store_cases() -> Vec<Case> {
             "swtb_nt_150x8192x8192_64x160_8_stages_sampled_f16",
             problem(150, 8192, 8192, DType::F16, Row, Col),
             WgmmaConfig {
-                swap_ab: true,
                 tight_b: true,
-                ..cfg(64, 160, 1, 160, 8, 1, true, 1)
+                ..sw(cfg(64, 160, 1, 160, 8, 1, true, 1))
             },
             Some(2048),
             None,
@@ -588,11 +584,7 @@ fn tma_store_cases() -> Vec<Case> {
         (
             "swsn_nn_160x1000x520_split_n",
             problem(160, 1000, 520, DType::Bf16, Row, Row),
-            WgmmaConfig {
-                swap_ab: true,
-                split_n: true,
-                ..cfg(64, 160, 2, 80, 6, 1, true, 1)
-            },
+            sn(sw(cfg(64, 160, 2, 80, 6, 1, true, 1))),
             None,
             None,
         ),
