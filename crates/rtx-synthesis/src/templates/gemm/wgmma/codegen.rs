@@ -556,6 +556,18 @@ __device__ __forceinline__ void epi_store_t(TOut* Cb, const TOut* bias, const TO
   if (col < N) Cb[off] = f_to_out(epi1(a0, Cb, bias, Rb, off, row, alpha, beta));
   if (col + 1 < N) Cb[off + ldc] = f_to_out(epi1(a1, Cb, bias, Rb, off + ldc, row, alpha, beta));
 }
+// The same pair where the consumer's part lies inside C and paired access is allowed: the lanes
+// of rows `row` and `row ^ 1` (lane ^ 4; `lo` holds the even row) trade one value, so each stores
+// two consecutive elements of one row of C, C[col][row..row + 1] (lo) or C[col + 1][row - 1..row],
+// in one paired store instead of two single ones. Every lane of the warp must call it.
+__device__ __forceinline__ void epi_store_t2(TOut* Cb, const TOut* bias, const TOut* Rb, int row, int col, int ldc,
+                                             bool lo, float a0, float a1, float alpha, float beta) {
+  const float got = __shfl_xor_sync(0xffffffffu, lo ? a1 : a0, 4);
+  const int r = lo ? row : row - 1;
+  const long long off = (long long)(lo ? col : col + 1) * ldc + r;
+  *reinterpret_cast<TOut2*>(Cb + off) =
+      f2_to_out2(epi_vec2(Cb, bias, Rb, off, r, lo ? a0 : got, lo ? got : a1, alpha, beta));
+}
 "#;
 
 fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
@@ -1037,10 +1049,23 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);")
     };
     if c.swap_ab {
-        w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place.");
+        w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place,");
+        w.comment("in pairs along C's rows where the part lies inside C (`epi_store_t2`), one by one elsewhere.");
+        w.open(format!(
+            "if (vec && part_row + {} <= M && part_col + {} <= N)",
+            c.rows_per_consumer(),
+            c.cols_per_consumer()
+        ));
+        w.line("const bool lo = ((lane >> 2) & 1) == 0;");
+        emit_direct_store_loops(w, c, |a| {
+            format!("epi_store_t2(Cb, bias, Rb, row, col, ldc, lo, {a}, alpha, beta);")
+        });
+        w.close("");
+        w.open("else");
         emit_direct_store_loops(w, c, |a| {
             format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
         });
+        w.close("");
     } else if c.split_k > 1 {
         emit_direct_store_loops(w, c, checked);
     } else {
