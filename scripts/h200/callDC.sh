@@ -2,7 +2,8 @@
 # Call DC (session 30; call DB with its ending decided on the card): issue 4's two open bars,
 # bf16/f16 at 128 and 160 x 8192^2 (H200, session 26: 0.99 and 0.88), against cuBLAS's own
 # small-M arrangement. (1) ROUNDS (2) rounds, separate processes, order rotated: the GEMM suite
-# (bf16, f16) at 128 and 160 x 8192^2 and 96 x 11008 x 4096 from three bundles: base (main: the
+# (bf16, f16) at 128 and 160 x 8192^2, 96 x 11008 x 4096 and 160 x 8192 x 2048 (the last two
+# guard shapes the patches also move) from three bundles: base (main: the
 # ladder's 64-row tiles), sw (main plus swap_small_m_default.patch: 64 x 128 / 64 x 160
 # transposed tiles, one consumer, 8 stages) and cn (main plus cn_small_m_default.patch: cuBLAS's
 # 128 x 64 / 128 x 80 transposed tiles, two consumers, in cluster_n pairs covering M and sharing
@@ -13,20 +14,27 @@
 # Build: base = `cargo xtask gpu-bundle --out .devrun --tests wgmma_gpu`; sw = `cargo xtask
 # gpu-bundle --out .devrun_sw --tests none --patch scripts/h200/patches/swap_small_m_default.patch`;
 # cn = the same with `--out .devrun_cn` and `cn_small_m_default.patch`.
-# Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn bash scripts/h200/h200_only.sh
-#   scripts/h200/callDC.sh (carry the three; about 7 minutes on an H200; timeout_s 560).
+# Optional fourth arm cv (session 31, `BCV`): cn with the paired transposed stores of 35e29c6
+# (`cargo xtask gpu-bundle --out .devrun_cv --tests wgmma_gpu --patch
+# scripts/h200/patches/cn_small_m_default.patch` at main since 35e29c6; session 31's was built at
+# 524cc89, the same code). The base / sw / cn bundles of session 31 were built at 1e8a8b1 (single
+# transposed stores; main's served kernels are the same at both commits).
+# Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash
+#   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles; about 7 minutes on an
+#   H200 with three arms, 8 with four; timeout_s 560).
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callDC.tgz . ; }
-{ echo "base $(cat $BASE/BUILD)"; echo "sw $(cat $BSW/BUILD)"; echo "cn $(cat $BCN/BUILD)"; } >> $R/build.txt
+ARMS="sw cn"; [ -n "${BCV:-}" ] && ARMS="sw cn cv"
+{ echo "base $(cat $BASE/BUILD)"; echo "sw $(cat $BSW/BUILD)"; echo "cn $(cat $BCN/BUILD)"; [ -n "${BCV:-}" ] && echo "cv $(cat $BCV/BUILD)"; } >> $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; esac; }
+bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; cv) echo $BCV ;; esac; }
 arm() {
   B=$(bundle $1)
-  suite_arm $1 bf16,f16 128x8192x8192,160x8192x8192,96x11008x4096
+  suite_arm $1 bf16,f16 128x8192x8192,160x8192x8192,96x11008x4096,160x8192x2048
 }
-rotated_rounds ${ROUNDS:-2} base sw cn
+rotated_rounds ${ROUNDS:-2} base $ARMS
 date -u +"abc end %T" >> $R/smi.txt
-win=$(python3 "$(dirname "$0")/pick_arm.py" $R base sw cn)
+win=$(python3 "$(dirname "$0")/pick_arm.py" $R base $ARMS)
 echo "picked: ${win:-none}"; cat $R/pick.txt
 if [ -n "$win" ]; then
   B=$(bundle $win)
@@ -35,6 +43,11 @@ if [ -n "$win" ]; then
     --gemm-shapes $ISSUE4_SHAPES > $R/bench_$win.log 2>&1; echo "bench $win rc=$?"
   grep -E "^\| rtx-(wgmma|simt)-default " $R/bench_$win.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
   pack
+  if [ $win = cv ]; then
+    t=$(ls $BCV/tests/*wgmma_gpu* | head -1)
+    RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 90 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw_cv.log 2>&1
+    echo "cv sw cases rc=$?"; grep -E "test result|panicked" $R/test_sw_cv.log | head -3
+  fi
 else
   DA_INNER=1 NO_CASES=1 bash "$(dirname "$0")/callDB_tests.sh"
 fi
