@@ -21,13 +21,14 @@
 # transposed stores; main's served kernels are the same at both commits).
 # Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash
 #   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles; about 7 minutes on an
-#   H200 with three arms, 8 with four; timeout_s 560).
+#   H200 with three arms, 8 with four; timeout_s 590). ARMS="cn cv" FULL=0 NO_SLICES=1 for a short budget.
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callDC.tgz . ; }
-ARMS="sw cn"; [ -n "${BCV:-}" ] && ARMS="sw cn cv"
-{ echo "base $(cat $BASE/BUILD)"; echo "sw $(cat $BSW/BUILD)"; echo "cn $(cat $BCN/BUILD)"; [ -n "${BCV:-}" ] && echo "cv $(cat $BCV/BUILD)"; } >> $R/build.txt
-date -u +"start %T" >> $R/smi.txt
 bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; cv) echo $BCV ;; esac; }
+# ARMS (default "sw cn", "sw cn cv" with BCV) picks the arms run against base.
+DEF="sw cn"; [ -n "${BCV:-}" ] && DEF="sw cn cv"; ARMS=${ARMS:-$DEF}
+{ echo "base $(cat $BASE/BUILD)"; for a in $ARMS; do echo "$a $(cat $(bundle $a)/BUILD)"; done; } >> $R/build.txt
+date -u +"start %T" >> $R/smi.txt
 arm() {
   B=$(bundle $1)
   suite_arm $1 bf16,f16 128x8192x8192,160x8192x8192,96x11008x4096,160x8192x2048
@@ -36,7 +37,10 @@ rotated_rounds ${ROUNDS:-2} base $ARMS
 date -u +"abc end %T" >> $R/smi.txt
 win=$(python3 "$(dirname "$0")/pick_arm.py" $R base $ARMS)
 echo "picked: ${win:-none}"; cat $R/pick.txt
-if [ -n "$win" ]; then
+# FULL=0 skips the whole-suite run after a win, NO_SLICES=1 the slices after none (short budgets).
+if [ -n "$win" ] && [ "${FULL:-1}" = 0 ]; then
+  echo "full suite skipped (FULL=0)"
+elif [ -n "$win" ]; then
   B=$(bundle $win)
   timeout 120 python3 $BASE/torch_anchors.py --only gemm --sizes 512,1024,2048,4096,8192 --json $R/anchors.json > $R/anchors.log 2>&1 || echo "anchors failed"
   timeout 200 $B/rtx-bench --out $R/bench --anchors $R/anchors.json --no-progress --suite gemm --gemm-dtypes f32,tf32,bf16,f16 \
@@ -48,7 +52,7 @@ if [ -n "$win" ]; then
     RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 90 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw_cv.log 2>&1
     echo "cv sw cases rc=$?"; grep -E "test result|panicked" $R/test_sw_cv.log | head -3
   fi
-else
+elif [ -z "${NO_SLICES:-}" ]; then
   DA_INNER=1 NO_CASES=1 bash "$(dirname "$0")/callDB_tests.sh"
 fi
 finish
