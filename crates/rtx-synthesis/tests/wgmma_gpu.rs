@@ -527,6 +527,22 @@ fn tma_store_cases() -> Vec<Case> {
             None,
         ),
         (
+            // f32 output: the paired store writes float2 (8-byte aligned) where the part lies
+            // inside C (rank 0 of each pair), single stores in rank 1's part past M = 100.
+            "swcn_nn_100x1024x256_full_epilogue_f32_out",
+            with_f32_out(full_epilogue(problem(
+                100,
+                1024,
+                256,
+                DType::Bf16,
+                Row,
+                Row,
+            ))),
+            cn(cfg(128, 64, 2, 64, 4, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
             "swcn_nt_100x520x264_full_epilogue_one_consumer",
             full_epilogue(problem(100, 520, 264, DType::Bf16, Row, Col)),
             cn(cfg(128, 64, 1, 64, 4, 1, true, 1)),
@@ -598,6 +614,12 @@ fn tma_store_cases() -> Vec<Case> {
         });
     }
     v
+}
+
+/// `p` with an f32 output.
+fn with_f32_out(mut p: GemmProblem) -> GemmProblem {
+    p.epilogue.out_dtype = DType::F32;
+    p
 }
 
 /// `c` with column-split consumers.
