@@ -37,6 +37,12 @@ rotated_rounds ${ROUNDS:-2} base $ARMS
 date -u +"abc end %T" >> $R/smi.txt
 win=$(python3 "$(dirname "$0")/pick_arm.py" $R base $ARMS)
 echo "picked: ${win:-none}"; cat $R/pick.txt
+if [ "$win" = cv ]; then
+  t=$(ls $BCV/tests/*wgmma_gpu* | head -1)
+  RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 60 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw_cv.log 2>&1
+  echo "cv sw cases rc=$?"; grep -E "test result|panicked|^FAIL" $R/test_sw_cv.log | head -3
+  pack
+fi
 # FULL=0 skips the whole-suite run after a win, NO_SLICES=1 the slices after none (short budgets).
 if [ -n "$win" ] && [ "${FULL:-1}" = 0 ]; then
   echo "full suite skipped (FULL=0)"
@@ -47,11 +53,6 @@ elif [ -n "$win" ]; then
     --gemm-shapes $ISSUE4_SHAPES > $R/bench_$win.log 2>&1; echo "bench $win rc=$?"
   grep -E "^\| rtx-(wgmma|simt)-default " $R/bench_$win.log | awk -F'|' '{print $2,$3,$6}' | cut -c1-90
   pack
-  if [ $win = cv ]; then
-    t=$(ls $BCV/tests/*wgmma_gpu* | head -1)
-    RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 90 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw_cv.log 2>&1
-    echo "cv sw cases rc=$?"; grep -E "test result|panicked" $R/test_sw_cv.log | head -3
-  fi
 elif [ -z "${NO_SLICES:-}" ]; then
   DA_INNER=1 NO_CASES=1 bash "$(dirname "$0")/callDB_tests.sh"
 fi
