@@ -20,7 +20,8 @@
 # 524cc89, the same code). The base / sw / cn bundles of session 31 were built at 1e8a8b1 (single
 # transposed stores; main's served kernels are the same at both commits).
 # Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash
-#   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles; about 7 minutes on an
+#   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles, `rtx-tune` removed from all
+#   but the base to stay under the 64 MiB carry limit; about 7 minutes on an
 #   H200 with three arms, 8 with four; timeout_s 590). ARMS="cn cv" FULL=0 NO_SLICES=1 for a short budget.
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callDC.tgz . ; }
