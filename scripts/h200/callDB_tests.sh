@@ -16,9 +16,7 @@ if [ -z "${DA_INNER:-}" ]; then
   date -u +"start %T" >> $R/smi.txt
 fi
 if [ -z "${NO_CASES:-}" ]; then
-  t=$(ls $BASE/tests/*wgmma_gpu* | head -1)
-  RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 120 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw.log 2>&1
-  echo "sw cases rc=$?"; grep -E "^(PASS|FAIL)|test result|panicked|compiled" $R/test_sw.log | cut -c1-160 | head -20
+  B=$BASE wgmma_f64_test 120 $SWAP_CASES test_sw.log
   pack
 fi
 for shape in 160x8192x8192 128x8192x8192; do

@@ -39,9 +39,7 @@ date -u +"abc end %T" >> $R/smi.txt
 win=$(python3 "$(dirname "$0")/pick_arm.py" $R base $ARMS)
 echo "picked: ${win:-none}"; cat $R/pick.txt
 if [ "$win" = cv ]; then
-  t=$(ls $BCV/tests/*wgmma_gpu* | head -1)
-  RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 60 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw_cv.log 2>&1
-  echo "cv sw cases rc=$?"; grep -E "test result|panicked|^FAIL" $R/test_sw_cv.log | head -3
+  B=$BCV wgmma_f64_test 60 $SWAP_CASES test_sw_cv.log
   pack
 fi
 # FULL=0 skips the whole-suite run after a win, NO_SLICES=1 the slices after none (short budgets).

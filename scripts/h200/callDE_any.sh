@@ -11,13 +11,11 @@
 # scripts/h200/patches/cn_small_m_default.patch` (before the paired store); cv = `cargo xtask gpu-bundle --out .devrun_cv
 # --tests wgmma_gpu --at 35e29c6 --patch scripts/h200/patches/cn_small_m_default.patch`.
 # Run: BCN=$PWD/.devrun_cn BCV=$PWD/.devrun_cv bash scripts/h200/callDE_any.sh (71 s on an H100).
-set -u; B=$BCV; BASE=$BCV; . "$(dirname "$0")/env.sh"
+set -u; B=$BCV; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callDE.tgz . ; }
 { echo "cn $(cat $BCN/BUILD)"; echo "cv $(cat $BCV/BUILD)"; } >> $R/build.txt
 date -u +"start %T" >> $R/smi.txt
-t=$(ls $BCV/tests/*wgmma_gpu* | head -1)
-RTX_WGMMA_CASE=swtb_,swcn_,swsn_,sw_ timeout 150 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_sw.log 2>&1
-echo "sw cases rc=$?"; grep -E "^(PASS|FAIL)|test result|panicked|compiled" $R/test_sw.log | cut -c1-160 | head -20
+wgmma_f64_test 150 $SWAP_CASES test_sw.log
 pack
 arm() {
   case $1 in cn) B=$BCN ;; cv) B=$BCV ;; esac

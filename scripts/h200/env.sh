@@ -67,10 +67,13 @@ finish() {
   nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu,power.draw --format=csv >> $R/smi.txt
   pack
 }
-# wgmma_f64_test SECONDS: the bundle's wgmma_gemm_matches_the_f64_reference (every wgmma case
-# against the f64 reference) into $R/test_wgmma_gpu.log, with its summary lines.
+# wgmma_f64_test SECONDS [CASES [LOG]]: $B's wgmma_gemm_matches_the_f64_reference (the wgmma
+# cases whose names contain one of the comma-separated CASES, default every case, against the f64
+# reference) into $R/LOG (default test_wgmma_gpu.log), with its summary and failing cases.
 wgmma_f64_test() {
-  local t=$(ls $B/tests/*wgmma_gpu* | head -1)
-  timeout $1 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $R/test_wgmma_gpu.log 2>&1
-  echo "wgmma_gpu rc=$?"; grep -E "test result|FAILED|panicked|compiled" $R/test_wgmma_gpu.log | head -5
+  local t=$(ls $B/tests/*wgmma_gpu* | head -1) log=$R/${3:-test_wgmma_gpu.log}
+  RTX_WGMMA_CASE=${2:-} timeout $1 $t --test-threads 1 --nocapture wgmma_gemm_matches_the_f64_reference > $log 2>&1
+  echo "wgmma_gpu ${2:-all} rc=$?"; grep -E "test result|FAILED|^FAIL|panicked|compiled" $log | cut -c1-160 | head -8
 }
+# Every swap_ab case (the transposed product) of wgmma_gpu: wgmma_f64_test's CASES.
+SWAP_CASES=swtb_,swcn_,swsn_,sw_
