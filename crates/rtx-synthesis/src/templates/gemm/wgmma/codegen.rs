@@ -1051,38 +1051,53 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     if c.swap_ab {
         w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place,");
         w.comment("in pairs along C's rows where the part lies inside C (`epi_store_t2`), one by one elsewhere.");
-        w.open(format!(
-            "if (vec && part_row + {} <= M && part_col + {} <= N)",
-            c.rows_per_consumer(),
-            c.cols_per_consumer()
-        ));
-        w.line("const bool lo = ((lane >> 2) & 1) == 0;");
-        emit_direct_store_loops(w, c, |a| {
-            format!("epi_store_t2(Cb, bias, Rb, row, col, ldc, lo, {a}, alpha, beta);")
-        });
-        w.close("");
-        w.open("else");
-        emit_direct_store_loops(w, c, |a| {
-            format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
-        });
-        w.close("");
+        emit_inside_or_edge_stores(
+            w,
+            c,
+            Some("const bool lo = ((lane >> 2) & 1) == 0;"),
+            |a| format!("epi_store_t2(Cb, bias, Rb, row, col, ldc, lo, {a}, alpha, beta);"),
+            |a| {
+                format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
+            },
+        );
     } else if c.split_k > 1 {
         emit_direct_store_loops(w, c, checked);
     } else {
-        w.open(format!(
-            "if (vec && part_row + {} <= M && part_col + {} <= N)",
-            c.rows_per_consumer(),
-            c.cols_per_consumer()
-        ));
-        emit_direct_store_loops(w, c, |a| {
-            format!("*reinterpret_cast<TOut2*>(Cb + (long long)row * ldc + col) = f2_to_out2(epi_vec2(Cb, bias, Rb, (long long)row * ldc + col, col, {a}, alpha, beta));")
-        });
-        w.close("");
-        w.open("else");
-        emit_direct_store_loops(w, c, checked);
-        w.close("");
+        emit_inside_or_edge_stores(
+            w,
+            c,
+            None,
+            |a| {
+                format!("*reinterpret_cast<TOut2*>(Cb + (long long)row * ldc + col) = f2_to_out2(epi_vec2(Cb, bias, Rb, (long long)row * ldc + col, col, {a}, alpha, beta));")
+            },
+            checked,
+        );
     }
     w.close(""); // units
+}
+
+/// A consumer's stores in two versions: `inside(pair)` (after the line `prelude`) where its whole
+/// part of the tile lies inside C and paired access is allowed (`vec`), `edge(pair)` elsewhere.
+fn emit_inside_or_edge_stores(
+    w: &mut CudaWriter,
+    c: &WgmmaConfig,
+    prelude: Option<&str>,
+    inside: impl Fn(&str) -> String,
+    edge: impl Fn(&str) -> String,
+) {
+    w.open(format!(
+        "if (vec && part_row + {} <= M && part_col + {} <= N)",
+        c.rows_per_consumer(),
+        c.cols_per_consumer()
+    ));
+    if let Some(line) = prelude {
+        w.line(line);
+    }
+    emit_direct_store_loops(w, c, inside);
+    w.close("");
+    w.open("else");
+    emit_direct_store_loops(w, c, edge);
+    w.close("");
 }
 
 /// The unrolled loops over a consumer's accumulator pairs, `store(pair)` emitting the statement
