@@ -391,12 +391,10 @@ fn tma_store_cases() -> Vec<Case> {
     use Layout::{Col, Row};
     let tf32 = |m, n, k, la, lb| problem(m, n, k, DType::Tf32, la, lb);
     let mut v = Vec::new();
-    let mut f32_out = problem(136, 200, 512, DType::Bf16, Row, Col);
-    f32_out.epilogue.out_dtype = DType::F32;
+    let f32_out = with_f32_out(problem(136, 200, 512, DType::Bf16, Row, Col));
     let mut fe = full_epilogue(problem(200, 136, 1000, DType::F16, Row, Row));
     fe.epilogue.out_dtype = DType::F16;
-    let mut fe32 = full_epilogue(problem(136, 264, 320, DType::Bf16, Col, Row));
-    fe32.epilogue.out_dtype = DType::F32;
+    let fe32 = with_f32_out(full_epilogue(problem(136, 264, 320, DType::Bf16, Col, Row)));
     v.push(Case {
         name: "ts_nn_300x520x200_odd_tiles",
         p: problem(300, 520, 200, DType::Bf16, Row, Row),
@@ -806,8 +804,7 @@ fn split_n_cases() -> Vec<Case> {
         sample: None,
         sms: Some(2),
     });
-    let mut f32_out = problem(330, 504, 136, DType::Bf16, Row, Row);
-    f32_out.epilogue.out_dtype = DType::F32;
+    let f32_out = with_f32_out(problem(330, 504, 136, DType::Bf16, Row, Row));
     v.push(Case {
         name: "t160c3_ts_nn_330x504x136_f32_out",
         p: f32_out,
@@ -936,8 +933,7 @@ fn cluster_k_cases() -> Vec<Case> {
         sample: None,
         sms: None,
     });
-    let mut f32_out = problem(136, 200, 512, DType::Bf16, Row, Col);
-    f32_out.epilogue.out_dtype = DType::F32;
+    let f32_out = with_f32_out(problem(136, 200, 512, DType::Bf16, Row, Col));
     v.push(Case {
         name: "ck_nt_136x200x512_ts_f32_out",
         p: f32_out,
