@@ -961,3 +961,52 @@ fn cublas_small_m_arrangements_compile() {
     }
     assert_eq!(n, 12);
 }
+
+/// The transposed product of tf32 problems: the user's row-major B is the kernel's M-major A,
+/// read from shared memory into registers (register-A wgmma, `lds_u32` fragments, no staging
+/// pre-pass); a column-major B is its K-major A, read by descriptor. Every sampled arrangement
+/// (one or two consumers, 64-256 columns of M, alone, in a `cluster_m` pair, in cuBLAS's
+/// `cluster_n` pairs, or splitting columns) compiles without spills or serialized wgmmas.
+#[test]
+fn tf32_transposed_product_compiles_with_register_a() {
+    if !nvrtc_or_skip("tf32_transposed_product_compiles_with_register_a") {
+        return;
+    }
+    let mut t = WgmmaGemm::new(132);
+    t.experimental = true;
+    let mut n = 0;
+    for (m, lb) in [
+        (128u32, Layout::Row),
+        (256, Layout::Row),
+        (160, Layout::Col),
+    ] {
+        let p = GemmProblem::new(m, 8192, 8192, DType::Tf32, Layout::Row, lb);
+        let cs: Vec<WgmmaConfig> = t
+            .space(&p, Arch::Sm90a)
+            .into_iter()
+            .filter(|c| c.swap_ab && c.stages == 4 && t.check(&p, c, Arch::Sm90a).is_ok())
+            .collect();
+        assert!(cs.len() >= 8, "{m} {lb:?}: {}", cs.len());
+        for c in cs.iter().step_by(3) {
+            compile_and_check(&t, &p, c);
+            let code = t.emit(&p, c, Arch::Sm90a).unwrap().code;
+            assert_eq!(
+                code.contains("lds_u32(sa + ra0"),
+                lb == Layout::Row,
+                "{c:?}"
+            );
+            assert!(!code.contains("int prepass"), "{c:?}");
+            n += 1;
+        }
+    }
+    assert!(n >= 8, "{n}");
+    // A column-major A would be the transposed product's M/N-major B: refused, naming it.
+    let tn = GemmProblem::new(128, 8192, 8192, DType::Tf32, Layout::Col, Layout::Row);
+    let c = t
+        .space(&tn, Arch::Sm90a)
+        .into_iter()
+        .find(|c| c.swap_ab)
+        .unwrap();
+    let e = t.check(&tn, &c, Arch::Sm90a).unwrap_err().reason;
+    assert!(e.contains("row-major A"), "{e}");
+}

@@ -369,6 +369,84 @@ fn tf32_cases() -> Vec<Case> {
         sample: Some(2048),
         sms: None,
     });
+    // The transposed product (swap_ab, `swtf_`): no pre-pass; a row-major B is the kernel's
+    // M-major A, loaded from the stage into registers (register-A wgmma); a column-major B its
+    // K-major A. Edges in both of the kernel's dimensions (a partial 32-row A box, columns past
+    // the user's M), K tails, batches, clusters (cluster_m sharing the user's A tile, cuBLAS's
+    // cluster_n pairs), column-split consumers and the full epilogue.
+    let sw = |c: WgmmaConfig| WgmmaConfig {
+        swap_ab: true,
+        ..tf(c)
+    };
+    for (name, p, c, sample, sms) in [
+        (
+            "swtf_nn_100x1000x520",
+            tf32(100, 1000, 520, Row, Row),
+            sw(cfg(128, 128, 2, 128, 4, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
+            "swtf_nn_64x520x200_one_consumer",
+            tf32(64, 520, 200, Row, Row),
+            sw(cfg(64, 64, 1, 64, 4, 1, false, 1)),
+            None,
+            None,
+        ),
+        (
+            "swtf_nn_256x1000x264_full_epilogue",
+            full_epilogue(tf32(256, 1000, 264, Row, Row)),
+            sw(cfg(128, 256, 2, 256, 4, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
+            "swtf_nt_100x520x264_k_major",
+            tf32(100, 520, 264, Row, Col),
+            sw(cfg(128, 128, 2, 128, 4, 1, true, 1)),
+            None,
+            None,
+        ),
+        (
+            "swtf_nn_128x384x200_batch3_cluster2",
+            tf32(128, 384, 200, Row, Row).batched(3),
+            sw(cfg(64, 128, 1, 128, 4, 2, true, 1)),
+            None,
+            Some(4),
+        ),
+        (
+            "swtf_nn_160x1000x520_cluster_n_bn80",
+            tf32(160, 1000, 520, Row, Row),
+            WgmmaConfig {
+                cluster_n: 2,
+                ..sw(cfg(128, 80, 2, 80, 4, 1, true, 1))
+            },
+            None,
+            None,
+        ),
+        (
+            "swtf_nn_160x1000x520_split_n",
+            tf32(160, 1000, 520, Row, Row),
+            sn(sw(cfg(64, 160, 2, 80, 4, 1, true, 1))),
+            None,
+            None,
+        ),
+        (
+            "swtf_nn_128x8192x8192_sampled",
+            tf32(128, 8192, 8192, Row, Row),
+            sw(cfg(128, 128, 2, 128, 4, 1, true, 1)),
+            Some(2048),
+            None,
+        ),
+    ] {
+        v.push(Case {
+            name,
+            p,
+            c,
+            sample,
+            sms,
+        });
+    }
     v
 }
 
@@ -1409,7 +1487,7 @@ fn run_case(
         None
     };
     // tf32 staging buffer, poisoned (NaN) so an element the pre-pass misses shows in C.
-    let st_bytes = WgmmaGemm::staging_bytes(p) as usize;
+    let st_bytes = WgmmaGemm::staging_bytes(p, &case.c) as usize;
     let mut dst = if st_bytes > 0 {
         let mut w = dev.alloc(st_bytes, stream).unwrap();
         w.fill_u8(0xFF, stream).unwrap();
@@ -1857,7 +1935,7 @@ fn bench_against_cublas() {
             } else {
                 None
             };
-            let stb = WgmmaGemm::staging_bytes(&p) as usize;
+            let stb = WgmmaGemm::staging_bytes(&p, &c) as usize;
             let mut st = if stb > 0 {
                 Some(dev.alloc(stb, &stream).unwrap())
             } else {

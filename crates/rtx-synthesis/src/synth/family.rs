@@ -49,7 +49,7 @@ impl GemmFamily for WgmmaGemm {
         stream: &Stream,
     ) -> Result<(), GemmLaunchError> {
         let need = c.workspace_bytes(p.m, p.n, p.batch);
-        let stage = WgmmaGemm::staging_bytes(p);
+        let stage = WgmmaGemm::staging_bytes(p, c);
         // Split-K workspace and tf32 staging buffer come from separate per-stream pools, so the
         // staged operands (rewritten by every launch) never land on split-K counters.
         let mut launch =

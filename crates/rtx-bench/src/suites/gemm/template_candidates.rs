@@ -253,7 +253,7 @@ impl GemmTemplateKind for Wgmma {
         } else {
             None
         };
-        let st_bytes = WgmmaGemm::staging_bytes(p);
+        let st_bytes = WgmmaGemm::staging_bytes(p, &config);
         let staging = if st_bytes > 0 {
             Some(
                 gpu.device

@@ -73,7 +73,7 @@ pub mod tma;
 
 pub use config::WgmmaConfig;
 pub use host::{encode_tensor_map, WgmmaBuffers, WgmmaLaunchError};
-pub use staging::{kernel_problem, staging, staging_bytes, Staging};
+pub use staging::{kernel_problem, staging, staging_bytes, staging_for, Staging};
 pub use tma::{
     epi_box_cols, l2_promotion, tma_desc_a, tma_desc_b, tma_desc_c, TmaDesc, TmaDescError,
     TmaSwizzle,
@@ -472,10 +472,15 @@ impl WgmmaGemm {
         }
     }
 
-    /// Bytes of the staging buffer `p` needs (the K-major copies of its M/N-major tf32
-    /// operands; 0 for f16/bf16 and for tf32 NT). See [`mod@staging`].
-    pub fn staging_bytes(p: &GemmProblem) -> u64 {
-        staging::staging_bytes(p)
+    /// Bytes of the staging buffer a launch of `c` for `p` needs (the K-major copies of its
+    /// M/N-major tf32 operands; 0 for f16/bf16, for tf32 NT and for the transposed product).
+    /// See [`mod@staging`].
+    pub fn staging_bytes(p: &GemmProblem, c: &WgmmaConfig) -> u64 {
+        if staging_for(p, c).any() {
+            staging::staging_bytes(p)
+        } else {
+            0
+        }
     }
 
     /// Launch dimensions of the tf32 staging pre-pass for `p` (`None` when nothing is staged):
@@ -483,7 +488,7 @@ impl WgmmaGemm {
     /// warp, at most one block per SM along `x` (a whole number of clusters), `batch` along `z`.
     /// Total for any config (sizes saturate; `check` rejects the configs where they would).
     pub fn prepass_launch(&self, p: &GemmProblem, c: &WgmmaConfig) -> Option<LaunchDims> {
-        if !staging(p).any() {
+        if !staging_for(p, c).any() {
             return None;
         }
         let (ta, tb) = staging::prepass_tiles(p);
@@ -506,6 +511,38 @@ impl WgmmaGemm {
         })
     }
 
+    /// The transposed product of a tf32 problem (`swap_ab`) stages nothing: its B, the user's A,
+    /// must be K-major (row-major), and its A, the user's B, is read in place by TMA (K-major,
+    /// or M-major into registers), so the user's B needs the TMA pitch and batch-stride rules
+    /// that a staged B is spared in [`Self::check_problem`].
+    fn check_tf32_swap(p: &GemmProblem) -> Result<(), String> {
+        if p.layout_a != Layout::Row {
+            return Err(format!(
+                "swap_ab with tf32 needs a row-major A (got {:?}): a column-major A would be the transposed product's M/N-major B, which tf32 wgmma cannot read",
+                p.layout_a
+            ));
+        }
+        let bytes = p.ldb as u64 * 4;
+        if !bytes.is_multiple_of(16) {
+            return Err(format!(
+                "ldb={}: swap_ab reads tf32 B in place by TMA, which needs the row pitch ({bytes} bytes) to be a multiple of 16",
+                p.ldb
+            ));
+        }
+        if p.batch > 1 && p.stride_b != 0 {
+            let rows = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
+            let span = rows * p.ldb as u64;
+            let b = p.stride_b.checked_mul(4);
+            if b.is_none_or(|b| !b.is_multiple_of(16) || b >= 1 << 40) || p.stride_b < span {
+                return Err(format!(
+                    "stride_b={}: swap_ab reads tf32 B in place by TMA, which needs a batch stride of at least {span} elements, a multiple of 16 bytes and below 2^40 bytes",
+                    p.stride_b
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Rules of a config that depend on the problem. An MN-major B (row-major B of f16/bf16) is
     /// loaded in 64-column swizzle boxes and a wgmma reads it from a box's first column, so each
     /// wgmma's first column (every `wgmma_n`-th column of a consumer's part) and a column-split
@@ -515,7 +552,7 @@ impl WgmmaGemm {
     /// epilogue stores whole boxes of one swizzle span ([`WgmmaConfig::epi_span_bytes`]) of a
     /// consumer's columns. A tight B slot ([`WgmmaConfig::tight_b`]) needs a K-major B.
     pub fn check_config_for(p: &GemmProblem, c: &WgmmaConfig) -> Result<(), String> {
-        if !tma::b_is_k_major(p)
+        if !tma::b_is_k_major(p, c)
             && ((c.n_iters() > 1 && !c.wgmma_n.is_multiple_of(64))
                 || (c.split_n && !c.cols_per_consumer().is_multiple_of(64)))
         {
@@ -527,13 +564,13 @@ impl WgmmaGemm {
                 p.layout_b
             ));
         }
-        if c.tight_b && !tma::b_is_k_major(p) {
+        if c.tight_b && !tma::b_is_k_major(p, c) {
             return Err(format!(
                 "tight_b: an MN-major B (layout {:?}) is loaded in whole 64-column boxes, so its ring slot cannot be cut to bn={} rows",
                 p.layout_b, c.bn
             ));
         }
-        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && !tma::b_is_k_major(p) {
+        if c.cluster_m == 2 && !c.bn.is_multiple_of(128) && !tma::b_is_k_major(p, c) {
             return Err(format!(
                 "cluster_m=2 with bn={}: an MN-major B (layout {:?}) splits between the pair in whole 64-column boxes, so bn must be a multiple of 128",
                 c.bn, p.layout_b
@@ -940,7 +977,7 @@ impl Template for WgmmaGemm {
         // for a K-major B only, two consumers splitting the columns (192 x 80 each: three m64
         // n80 wgmmas; an MN-major B cannot start a wgmma at column 80 of a 64-column box).
         let mut forms = vec![(3u32, 160u32, false, false), (3, 160, false, true)];
-        if tma::b_is_k_major(problem) {
+        if tma::b_is_k_major(problem, &WgmmaConfig::basic(192, 160, bk, 3, 160, 4)) {
             forms.push((2, 80, true, false));
         }
         for (consumers, wgmma_n, split_n, tma_store) in forms {
@@ -1031,16 +1068,14 @@ impl Template for WgmmaGemm {
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
         if config.swap_ab
-            && (!matches!(problem.dtype, DType::F16 | DType::Bf16)
-                || config.tma_store
-                || config.split_k != 1
-                || config.cluster_k != 1
-                || config.pingpong)
+            && (config.tma_store || config.split_k != 1 || config.cluster_k != 1 || config.pingpong)
         {
-            return Err(fail(format!(
-                "swap_ab stores the transposed tile straight from the fragments: it needs f16/bf16 inputs (got {}), no tma_store, split_k 1, cluster_k 1 and no pingpong",
-                problem.dtype
-            )));
+            return Err(fail(
+                "swap_ab stores the transposed tile straight from the fragments: it needs no tma_store, split_k 1, cluster_k 1 and no pingpong".to_string(),
+            ));
+        }
+        if config.swap_ab && problem.dtype == DType::Tf32 {
+            Self::check_tf32_swap(problem).map_err(fail)?;
         }
         // Everything below is about the product the kernel computes (transposed with swap_ab).
         let view = Self::view(problem, config);
@@ -1064,6 +1099,13 @@ impl Template for WgmmaGemm {
             )));
         }
         Self::check_config_for(problem, config).map_err(fail)?;
+        if staging::a_from_registers(problem, config) && config.m_iters() > 1 {
+            return Err(fail(format!(
+                "a tf32 A read into registers (swap_ab over a row-major B) takes one m64 block per consumer: {} rows each need {} fragment registers per k-block beside the accumulators, and spill",
+                config.rows_per_consumer(),
+                16 * config.m_iters()
+            )));
+        }
         if config.tma_store {
             Self::check_tma_store(problem).map_err(fail)?;
         }
@@ -1259,16 +1301,23 @@ mod tests {
             let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
             assert!(e.reason.contains("swap_ab"), "{e}");
         }
+        // tf32: the user's row-major B is read into registers (no pre-pass); a column-major A
+        // (the kernel's M/N-major B) is refused.
         let tf = GemmProblem::nn(160, 8192, 1024, DType::Tf32);
         let c = WgmmaConfig {
             bk: BLOCK_K_TF32,
             ..sw
         };
+        t.check(&tf, &c, Arch::Sm90a).unwrap();
+        assert_eq!(WgmmaGemm::staging_bytes(&tf, &c), 0);
+        let code = t.emit(&tf, &c, Arch::Sm90a).unwrap().code;
+        assert!(code.contains("wgmma_m64n160k8_rs(") && !code.contains("int prepass"));
+        let tn = GemmProblem::new(160, 8192, 1024, DType::Tf32, Layout::Col, Layout::Row);
         assert!(t
-            .check(&tf, &c, Arch::Sm90a)
+            .check(&tn, &c, Arch::Sm90a)
             .unwrap_err()
             .reason
-            .contains("swap_ab"));
+            .contains("row-major A"));
     }
 
     /// A swap_ab kernel is the kernel of the transposed problem (same config without swap_ab)
@@ -1754,7 +1803,7 @@ mod tests {
         );
         let nt = GemmProblem::new(4096, 4096, 4096, DType::Tf32, Layout::Row, Layout::Col);
         assert!(t.prepass_launch(&nt, &c).is_none());
-        assert_eq!(WgmmaGemm::staging_bytes(&nt), 0);
+        assert_eq!(WgmmaGemm::staging_bytes(&nt, &c), 0);
         let src = t.emit(&nn, &c, Arch::Sm90a).unwrap();
         assert!(
             src.code.contains("int prepass)")
@@ -2121,7 +2170,10 @@ mod tests {
         // in `check` and in the tensor maps; the maps and sizes saturate, and `check` refuses K
         // (beyond the kernels' int; the row-pitch check behind it names the overflow).
         let k = GemmProblem::new(64, 64, u32::MAX, DType::Tf32, Layout::Col, Layout::Row);
-        let _ = (t.tensor_maps(&k, &base), WgmmaGemm::staging_bytes(&k));
+        let _ = (
+            t.tensor_maps(&k, &base),
+            WgmmaGemm::staging_bytes(&k, &base),
+        );
         let e = t.check(&k, &base, Arch::Sm90a).unwrap_err().reason;
         assert!(e.contains("k=4294967295"), "{e}");
     }

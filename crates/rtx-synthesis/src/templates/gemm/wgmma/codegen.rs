@@ -21,13 +21,14 @@
 
 use super::config::{WgmmaConfig, EPI_WARP_ROWS, PRODUCER_REGS, WARPGROUP};
 use super::layout::{
-    a_boxes, a_consumer_offset, a_desc_offset, b_boxes, b_consumer_offset, b_desc_offset,
-    k16_slices, TmaBox,
+    a_boxes, a_consumer_offset, a_desc_offset, a_register_boxes, a_register_offset, b_boxes,
+    b_consumer_offset, b_desc_offset, k16_slices, TmaBox,
 };
 use super::ptx::{
-    descriptor_bits, emit_wgmma_fn, wgmma_fn_name, wgmma_k, CLUSTER_K_HELPERS, DEVICE_HELPERS,
+    descriptor_bits, emit_wgmma_fn, emit_wgmma_rs_fn, wgmma_fn_name, wgmma_k, wgmma_rs_fn_name,
+    CLUSTER_K_HELPERS, DEVICE_HELPERS, LDS_U32_HELPER,
 };
-use super::staging::{emit_prepass_fns, staging};
+use super::staging::{a_from_registers, emit_prepass_fns, staging_for};
 use super::tma::{a_is_k_major, b_is_k_major, epi_box_cols};
 use crate::templates::codegen::CudaWriter;
 use crate::templates::gemm::{Activation, GemmProblem};
@@ -604,7 +605,7 @@ fn emit_constants(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.constant("unsigned", "B_STAGE_BYTES", c.b_stage_bytes());
     w.constant("unsigned", "STAGE_BYTES", c.stage_bytes());
     w.constant("unsigned", "BAR_OFFSET", c.barrier_offset());
-    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    let (ak, bk) = (a_is_k_major(p, c), b_is_k_major(p, c));
     w.constant(
         "unsigned long long",
         "DESC_A",
@@ -667,8 +668,12 @@ fn emit_producer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
         w.line("const int m0 = (tm * CLUSTER_M + (int)rank) * BM;");
         w.line("const int n0 = tn * BN;");
     }
-    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
-    let a = a_boxes(c, ak);
+    let (ak, bk) = (a_is_k_major(p, c), b_is_k_major(p, c));
+    let a = if a_from_registers(p, c) {
+        a_register_boxes(c)
+    } else {
+        a_boxes(c, ak)
+    };
     let b: Vec<Vec<TmaBox>> = (0..cl).map(|r| b_boxes(c, bk, r)).collect();
     w.comment("Boxes whose M/N origin is past the edge are skipped (they would only feed masked outputs);");
     w.comment("a block of a cluster past M still multicasts its share of B. tx = bytes landing in this CTA.");
@@ -781,7 +786,10 @@ fn acc_name(mi: u32, ni: u32) -> String {
 /// slices (the first slice scales the old accumulators by `first_scale`: 0 starts a tile) and
 /// the commit of the group.
 fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, first_scale: &str) {
-    let (ak, bk) = (a_is_k_major(p), b_is_k_major(p));
+    if a_from_registers(p, c) {
+        return emit_kblock_wgmmas_rs(w, c, first_scale);
+    }
+    let (ak, bk) = (a_is_k_major(p, c), b_is_k_major(p, c));
     w.line("mbar_wait(bar_full + 8 * s, ph);");
     w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
@@ -818,6 +826,72 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
         w.close("");
     }
     w.line("wgmma_commit();");
+}
+
+/// The register-A form of [`emit_kblock_wgmmas`] (tf32, M-major A): once stage `s` is full and
+/// the previous k-block's wgmmas are done (they read the same fragment registers), every lane
+/// loads its A fragments of the stage (four per m64 block and k8 slice, at the offsets of
+/// [`emit_register_a_lane_consts`]), then the wgmmas take A from them and B from the stage.
+fn emit_kblock_wgmmas_rs(w: &mut CudaWriter, c: &WgmmaConfig, first_scale: &str) {
+    let bk = true;
+    w.line("mbar_wait(bar_full + 8 * s, ph);");
+    w.line("wgmma_wait<0>();");
+    w.line("const unsigned sa = smem + s * A_STAGE_BYTES + cwu * A_CONSUMER_OFFSET;");
+    w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
+    for mi in 0..c.m_iters() {
+        for kk in 0..k16_slices() {
+            let off = a_register_offset(64 * mi, 8 * kk);
+            for j in 0..4 {
+                w.line(format!(
+                    "const unsigned fa{mi}_{kk}_{j} = lds_u32(sa + ra{j} + {off}u);"
+                ));
+            }
+        }
+    }
+    w.line("wgmma_fence();");
+    for kk in 0..k16_slices() {
+        w.open(format!("/* k8 slice {kk} */"));
+        w.line(if kk == 0 {
+            format!("const int sc = {first_scale};")
+        } else {
+            "const int sc = 1;".to_string()
+        });
+        for ni in 0..c.n_iters() {
+            w.line(format!(
+                "const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);",
+                b_desc_offset(c, bk, ni, kk)
+            ));
+        }
+        for mi in 0..c.m_iters() {
+            for ni in 0..c.n_iters() {
+                w.line(format!(
+                    "{}({}, fa{mi}_{kk}_0, fa{mi}_{kk}_1, fa{mi}_{kk}_2, fa{mi}_{kk}_3, db{ni}, sc);",
+                    wgmma_rs_fn_name(c.wgmma_n),
+                    acc_name(mi, ni)
+                ));
+            }
+        }
+        w.close("");
+    }
+    w.line("wgmma_commit();");
+}
+
+/// The lane constants of a register-A consumer: `ra0..ra3`, the byte offsets (from the consumer's
+/// A stage base) of this lane's fragments a0..a3 in the first m64 block and k8 slice
+/// ([`a_register_offset`] of rows `r` / `r + 8` and K `q` / `q + 4`, r = 16 warp + lane / 4,
+/// q = lane % 4); block `mi` and slice `kk` add `a_register_offset(64 mi, 8 kk)`.
+fn emit_register_a_lane_consts(w: &mut CudaWriter) {
+    w.comment("Register A (tf32, M-major): 32-row boxes of 32 K rows x 128 bytes, 16-byte chunks swizzled by K % 8.");
+    w.line("const unsigned rq = (unsigned)(lane & 3);");
+    w.line("const unsigned rc = 4u * (unsigned)(warp & 1) + (unsigned)(lane >> 4);");
+    w.line(format!(
+        "const unsigned rbase = (unsigned)(warp >> 1) * {}u + (unsigned)((lane >> 2) & 3) * 4u;",
+        a_register_offset(32, 0)
+    ));
+    w.line("const unsigned ra0 = rbase + rq * 128u + ((rc ^ rq) << 4);");
+    w.line("const unsigned ra1 = rbase + rq * 128u + (((rc + 2u) ^ rq) << 4);");
+    w.line("const unsigned ra2 = rbase + (rq + 4u) * 128u + ((rc ^ (rq + 4u)) << 4);");
+    w.line("const unsigned ra3 = rbase + (rq + 4u) * 128u + (((rc + 2u) ^ (rq + 4u)) << 4);");
 }
 
 /// `const int {row}, {col}`: where this consumer's part of the current unit's tile starts in C.
@@ -873,6 +947,9 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     w.line("const int cwu = PINGPONG ? 0 : cw;");
     w.line("const int warp = wtid / 32;");
     w.line("const int lane = wtid % 32;");
+    if a_from_registers(p, c) {
+        emit_register_a_lane_consts(w);
+    }
     for mi in 0..c.m_iters() {
         for ni in 0..c.n_iters() {
             w.line(format!("float {}[{regs}];", acc_name(mi, ni)));
@@ -1320,18 +1397,23 @@ pub(crate) fn kernel_source(p: &GemmProblem, c: &WgmmaConfig, entry: &str) -> St
     if c.cluster_k > 1 {
         w.lines(CLUSTER_K_HELPERS);
     }
-    emit_wgmma_fn(
-        &mut w,
-        c.wgmma_n,
-        p.dtype,
-        !a_is_k_major(p),
-        !b_is_k_major(p),
-    );
+    if a_from_registers(p, c) {
+        w.lines(LDS_U32_HELPER);
+        emit_wgmma_rs_fn(&mut w, c.wgmma_n);
+    } else {
+        emit_wgmma_fn(
+            &mut w,
+            c.wgmma_n,
+            p.dtype,
+            !a_is_k_major(p, c),
+            !b_is_k_major(p, c),
+        );
+    }
     emit_epilogue_fns(&mut w, p, c);
     if c.tma_store {
         emit_tma_store_fns(&mut w, p);
     }
-    let stage = staging(p);
+    let stage = staging_for(p, c);
     if stage.any() {
         emit_prepass_fns(&mut w, stage);
     }

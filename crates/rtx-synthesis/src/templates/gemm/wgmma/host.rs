@@ -8,7 +8,7 @@
 //! it has a rank-N encoder.
 
 use super::config::WgmmaConfig;
-use super::staging::{kernel_problem, staged_a_bytes, staging, staging_bytes};
+use super::staging::{kernel_problem_for, staged_a_bytes, staging_bytes, staging_for};
 use super::tma::{tma_desc_c, TmaDesc, TmaSwizzle};
 use super::WgmmaGemm;
 use crate::templates::gemm::problem::InvalidGemm;
@@ -244,7 +244,7 @@ impl WgmmaGemm {
         } else {
             (0, 0)
         };
-        let st = staging(p);
+        let st = staging_for(p, c);
         let (stage_a, stage_b) = if st.any() {
             match bufs.staging.as_deref() {
                 None => {
@@ -272,7 +272,7 @@ impl WgmmaGemm {
         // The kernel computes on `v` (with swap_ab: B^T A^T, so the user's B is its A and the
         // user's A its B); the GEMM launch reads staged operands from their K-major copies.
         let v = Self::view(p, c);
-        let q = kernel_problem(&v);
+        let q = kernel_problem_for(&v, c);
         // The kernel's operands as the user's buffers (their names for errors).
         let ((ptr_a, name_a), (ptr_b, name_b)) = if c.swap_ab {
             ((bufs.b.ptr(), "B"), (bufs.a.ptr(), "A"))

@@ -11,7 +11,7 @@
 //! One wgmma consumes 32 bytes of K (k16 for 2-byte types, k8 for tf32), so a stage always holds
 //! four "K slices" and the K-major descriptor advances 32 bytes per slice for every type.
 
-use super::config::{WgmmaConfig, BOX_BYTES, SWIZZLE_BYTES};
+use super::config::{WgmmaConfig, BLOCK_K_TF32, BOX_BYTES, SWIZZLE_BYTES};
 
 /// Bytes of K one wgmma instruction consumes (k16 x 2 bytes, k8 x 4 bytes).
 pub const K_SLICE_BYTES: u32 = 32;
@@ -73,6 +73,41 @@ pub fn a_boxes(c: &WgmmaConfig, k_major: bool) -> Vec<TmaBox> {
             })
         })
         .collect()
+}
+
+/// M elements of one box of an A read into registers ([`super::staging::a_from_registers`]:
+/// an M-major tf32 A): one 128-byte swizzle span of 4-byte elements.
+pub const A_REGS_BOX_M: u32 = SWIZZLE_BYTES / 4;
+
+/// The A boxes one CTA loads per stage when its A is read into registers: `bm / 32` boxes, each
+/// the stage's `bk` K rows of 32 M elements (128 bytes a row, `bk x 128` bytes), box `j` at M
+/// offset `32 j` and shared-memory offset `j bk 128`, so 64 rows of A take the same 8 KiB as
+/// in every other layout. For a config far outside the space (which `check` rejects), only the
+/// boxes whose offset fits in `u32`.
+pub fn a_register_boxes(c: &WgmmaConfig) -> Vec<TmaBox> {
+    let bytes = c.bk.saturating_mul(SWIZZLE_BYTES);
+    (0..c.bm / A_REGS_BOX_M)
+        .map_while(|j| {
+            let mn = j * A_REGS_BOX_M;
+            Some(TmaBox {
+                smem_offset: j.checked_mul(bytes)?,
+                inner: mn,
+                outer: 0,
+                mn,
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// Byte offset, from a consumer's A stage base, of element (`row`, `k`) of an A read into
+/// registers ([`a_register_boxes`] with 32-row K depth): box `row / 32`, K row `k` (128
+/// bytes), 16-byte chunk `(row % 32) / 4` XOR `k % 8` (the 128-byte swizzle), word `row % 4`.
+pub fn a_register_offset(row: u32, k: u32) -> u32 {
+    (row / A_REGS_BOX_M) * (BLOCK_K_TF32 * SWIZZLE_BYTES)
+        + k * SWIZZLE_BYTES
+        + ((((row % A_REGS_BOX_M) / 4) ^ (k % 8)) << 4)
+        + (row % 4) * 4
 }
 
 /// The B boxes cluster rank `rank` loads per stage (multicast to the whole cluster when
@@ -260,8 +295,8 @@ mod tests {
         let esz = dtype.size_bytes() as u32;
         let kk_elems = K_SLICE_BYTES / esz;
         let (ak, bk) = (
-            super::super::tma::a_is_k_major(&p),
-            super::super::tma::b_is_k_major(&p),
+            super::super::tma::a_is_k_major(&p, c),
+            super::super::tma::b_is_k_major(&p, c),
         );
         if dtype == DType::Tf32 {
             assert!(ak && bk, "tf32 operands are always read K-major");
@@ -486,5 +521,58 @@ mod tests {
         let bad = descriptor(0, true);
         assert_eq!(smem.get(&wgmma_addr(good, false, 70, 9)), Some(&(70, 9)));
         assert_ne!(smem.get(&wgmma_addr(bad, false, 70, 9)), Some(&(70, 9)));
+    }
+
+    /// The register-A consumer's lane offsets, as `emit_register_a_lane_consts` writes them in
+    /// CUDA: fragment `j` (a0..a3) of `lane` in `warp`, m64 block `mi`, k8 slice `kk`.
+    fn register_a_lane_offset(warp: u32, lane: u32, j: u32, mi: u32, kk: u32) -> u32 {
+        let rq = lane & 3;
+        let rc = 4 * (warp & 1) + (lane >> 4);
+        let rbase = (warp >> 1) * a_register_offset(32, 0) + ((lane >> 2) & 3) * 4;
+        let (c, q) = (rc + 2 * (j & 1), rq + 4 * (j >> 1));
+        rbase + q * 128 + ((c ^ q) << 4) + a_register_offset(64 * mi, 8 * kk)
+    }
+
+    /// Every A fragment a register-A consumer loads (tf32, M-major: the transposed product of a
+    /// row-major B) is the element the wgmma A-register layout wants there (thread t, register
+    /// j: row 16 (t / 32) + (t % 32) / 4 + 8 (j % 2), K t % 4 + 4 (j / 2), per m64 block and
+    /// k8 slice), in the stage the TMA model writes from [`a_register_boxes`]: each of the
+    /// 32-row, 4 KiB boxes of 32 K rows lands where the fragments read it, for both consumers.
+    #[test]
+    fn register_a_fragments_read_the_elements_tma_wrote() {
+        for (bm, consumers) in [(64u32, 1u32), (128, 2)] {
+            let c = WgmmaConfig::basic(bm, 128, BLOCK_K_TF32, consumers, 128, 4);
+            let boxes = a_register_boxes(&c);
+            assert_eq!(boxes.len() as u32, bm / 32);
+            let base = 1024 * 64;
+            let mut smem = HashMap::new();
+            let bytes = simulate_tma_esz(base, &boxes, BLOCK_K_TF32, false, 4, &mut smem);
+            assert_eq!(bytes, c.a_stage_bytes(), "the boxes fill the A stage");
+            for cw in 0..consumers {
+                let sa = base + cw * a_consumer_offset(&c);
+                for warp in 0..4 {
+                    for lane in 0..32 {
+                        for j in 0..4 {
+                            for kk in 0..k16_slices() {
+                                let row = 64 * cw + 16 * warp + lane / 4 + 8 * (j & 1);
+                                let k = 8 * kk + (lane & 3) + 4 * (j >> 1);
+                                let addr = sa + register_a_lane_offset(warp, lane, j, 0, kk);
+                                assert_eq!(
+                                    smem.get(&addr),
+                                    Some(&(row, k)),
+                                    "consumer {cw} warp {warp} lane {lane} a{j} slice {kk}"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // The second m64 block of a 128-row part starts 64 rows (8 KiB) further on.
+        assert_eq!(a_register_offset(64, 8), 2 * 4096 + 8 * 128);
+        assert_eq!(
+            register_a_lane_offset(0, 0, 0, 1, 0),
+            a_register_offset(64, 0)
+        );
     }
 }

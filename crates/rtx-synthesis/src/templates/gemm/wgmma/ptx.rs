@@ -113,6 +113,65 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
     w.close("");
 }
 
+/// Name of the generated wrapper for the register-A `wgmma.mma_async.m64n{n}k8` (tf32).
+pub fn wgmma_rs_fn_name(n: u32) -> String {
+    format!("wgmma_m64n{n}k8_rs")
+}
+
+/// The PTX instruction text of an m64nNk8 tf32 wgmma whose A comes from four registers of each
+/// thread (operands numbered as in the generated wrapper: the accumulators, the four A
+/// registers, the B descriptor).
+pub fn wgmma_rs_instruction(n: u32) -> String {
+    let regs = n / 2;
+    let list: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+    let a: Vec<String> = (regs..regs + 4).map(|i| format!("%{i}")).collect();
+    format!(
+        "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{}}}, {{{}}}, %{}, p, 1, 1;",
+        list.join(", "),
+        a.join(", "),
+        regs + 4,
+    )
+}
+
+/// Emits `wgmma_m64n{n}k8_rs(float (&d)[n/2], unsigned a0..a3, u64 desc_b, int scale_d)`: D (+)=
+/// A*B for tf32 with A from registers. Thread t of the warpgroup holds A rows
+/// 16*(t/32) + (t%32)/4 (a0, a2) and that + 8 (a1, a3), K columns t%4 (a0, a1) and t%4 + 4
+/// (a2, a3) of the instruction's 64 x 8 A.
+pub fn emit_wgmma_rs_fn(w: &mut CudaWriter, n: u32) {
+    let regs = n / 2;
+    w.comment(format!(
+        "m64n{n}k8 tf32 wgmma, A from registers: a0 (r, k), a1 (r + 8, k), a2 (r, k + 4), a3 (r + 8, k + 4) with r = 16*(t/32) + (t%32)/4, k = t%4"
+    ));
+    w.open(format!(
+        "__device__ __forceinline__ void {}(float (&d)[{regs}], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long db, int scale_d)",
+        wgmma_rs_fn_name(n)
+    ));
+    w.line("asm volatile(");
+    w.line("  \"{\\n.reg .pred p;\\n\"");
+    w.line(format!("  \"setp.ne.b32 p, %{}, 0;\\n\"", regs + 5));
+    w.line(format!("  \"{}\\n}}\\n\"", wgmma_rs_instruction(n)));
+    let outs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
+    for (i, chunk) in outs.chunks(8).enumerate() {
+        let lead = if i == 0 { ": " } else { "  " };
+        w.line(format!(
+            "  {lead}{}{}",
+            chunk.join(", "),
+            if (i + 1) * 8 < outs.len() { "," } else { "" }
+        ));
+    }
+    w.line("  : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d)");
+    w.line("  : \"memory\");");
+    w.close("");
+}
+
+/// The 32-bit shared-memory load a register-A kernel reads its A fragments with (volatile, so it
+/// stays after the full-barrier wait that publishes the stage).
+pub const LDS_U32_HELPER: &str = r#"__device__ __forceinline__ unsigned lds_u32(unsigned addr) {
+  unsigned v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}"#;
+
 /// Device helpers of the cluster split-K exchange (`cluster_k` 2): mapping a shared-memory
 /// offset into the peer CTA, the `st.async` push that completes transaction bytes on the peer's
 /// mbarrier, and a vector shared-memory load.

@@ -19,6 +19,7 @@
 //! lane in flight, then 32 coalesced 256-byte row stores. Warps walk the tiles of A then B of
 //! their batch entry (`blockIdx.z`) with a grid stride.
 
+use super::config::WgmmaConfig;
 use crate::templates::codegen::CudaWriter;
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::DType;
@@ -57,6 +58,38 @@ pub fn staging(p: &GemmProblem) -> Staging {
     Staging {
         a: p.layout_a == Layout::Col,
         b: p.layout_b == Layout::Row,
+    }
+}
+
+/// The staging a launch of config `c` needs for the user's problem `p`: [`staging`], except
+/// that a transposed product (`swap_ab`) stages nothing. Its tf32 kernels take only a row-major
+/// user A (`WgmmaGemm::check`), which is their K-major B; their A, the user's B, is read
+/// K-major in place (column-major B) or, M-major (row-major B), from registers
+/// ([`a_from_registers`]).
+pub fn staging_for(p: &GemmProblem, c: &WgmmaConfig) -> Staging {
+    if c.swap_ab {
+        Staging::default()
+    } else {
+        staging(p)
+    }
+}
+
+/// Whether the kernel of config `c` for the problem it computes, `v` (the view: transposed
+/// with `swap_ab`), loads its A fragments from shared memory into registers and runs the
+/// register-A form of wgmma: a tf32 A that is M-major (the transposed product of a user's
+/// row-major tf32 B). wgmma reads tf32 from shared memory only K-major, but takes A from
+/// registers in any order the threads load it.
+pub fn a_from_registers(v: &GemmProblem, c: &WgmmaConfig) -> bool {
+    c.swap_ab && v.dtype == DType::Tf32 && v.layout_a == Layout::Col
+}
+
+/// [`kernel_problem`] of the problem `v` a kernel of config `c` computes (the view), with
+/// [`staging_for`]'s staging: `v` itself for a transposed product.
+pub fn kernel_problem_for(v: &GemmProblem, c: &WgmmaConfig) -> GemmProblem {
+    if c.swap_ab {
+        *v
+    } else {
+        kernel_problem(v)
     }
 }
 

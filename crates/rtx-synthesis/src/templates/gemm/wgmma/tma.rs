@@ -4,8 +4,8 @@
 //! launch wrapper adds the buffer pointer and hands it to the driver. The kernel always uses
 //! rank-3 maps `(inner, outer, batch)` so one code path serves batched and unbatched problems.
 
-use super::config::{WgmmaConfig, EPI_WARP_ROWS};
-use super::staging::kernel_problem;
+use super::config::{WgmmaConfig, EPI_WARP_ROWS, SWIZZLE_BYTES};
+use super::staging::kernel_problem_for;
 use crate::templates::gemm::{GemmProblem, Layout};
 use crate::DType;
 use rtx_runtime::L2Promotion;
@@ -141,15 +141,17 @@ impl TmaDesc {
     }
 }
 
-/// Whether the kernel's GEMM launch reads A with K contiguous: row-major A, and every tf32 A
-/// (a column-major tf32 A is staged K-major first, see [`super::staging`]).
-pub(crate) fn a_is_k_major(p: &GemmProblem) -> bool {
-    kernel_problem(p).layout_a == Layout::Row
+/// Whether the GEMM launch of config `c` reads the A of `p` (the problem the kernel computes)
+/// with K contiguous: row-major A, and every tf32 A but one read from registers (a column-major
+/// tf32 A is otherwise staged K-major first, see [`super::staging`]).
+pub(crate) fn a_is_k_major(p: &GemmProblem, c: &WgmmaConfig) -> bool {
+    kernel_problem_for(p, c).layout_a == Layout::Row
 }
 
-/// Whether the kernel's GEMM launch reads B with K contiguous: column-major B, and every tf32 B.
-pub(crate) fn b_is_k_major(p: &GemmProblem) -> bool {
-    kernel_problem(p).layout_b == Layout::Col
+/// Whether the GEMM launch of config `c` reads the B of `p` with K contiguous: column-major B,
+/// and every tf32 B.
+pub(crate) fn b_is_k_major(p: &GemmProblem, c: &WgmmaConfig) -> bool {
+    kernel_problem_for(p, c).layout_b == Layout::Col
 }
 
 /// One matrix's map (an operand, or C for the TMA store): `rows x cols` of `dtype` as stored
@@ -184,32 +186,45 @@ fn operand_map(
     }
 }
 
-/// M/N elements of one MN-major box row: 128 bytes of a 2-byte type.
-const MN_BOX: u32 = 64;
+/// M/N elements of one MN-major box row: one 128-byte swizzle span (64 of a 2-byte type, 32
+/// of tf32).
+fn mn_box(dtype: DType) -> u32 {
+    SWIZZLE_BYTES / dtype.size_bytes() as u32
+}
 
 /// The tensor map of A for this problem and config (the kernel's `tmA` parameter), over the
-/// operand the GEMM launch reads ([`kernel_problem`]: the staged copy for a column-major tf32 A).
+/// operand the GEMM launch reads ([`kernel_problem_for`]: the staged copy for a column-major
+/// tf32 A not read from registers).
 ///
 /// K-major A: dims `(K, M, batch)`, box `(bk, 64)` (`bk` elements = 128 bytes) issued
 /// `bm / 64` times ([`super::layout::A_BOX_ROWS`]); column-major f16/bf16 A (M-major): dims
-/// `(M, K, batch)`, box `(64, bk)` issued `bm / 64` times.
+/// `(M, K, batch)`, box `(64, bk)` issued `bm / 64` times; column-major tf32 A read from
+/// registers: box `(32, bk)` issued `bm / 32` times.
 pub fn tma_desc_a(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    let q = kernel_problem(p);
+    let q = kernel_problem_for(p, c);
     if q.layout_a == Layout::Row {
         let rows = super::layout::A_BOX_ROWS;
         operand_map(&q, q.dtype, q.m, q.k, q.lda, q.stride_a, [c.bk, rows])
     } else {
-        operand_map(&q, q.dtype, q.k, q.m, q.lda, q.stride_a, [MN_BOX, c.bk])
+        operand_map(
+            &q,
+            q.dtype,
+            q.k,
+            q.m,
+            q.lda,
+            q.stride_a,
+            [mn_box(q.dtype), c.bk],
+        )
     }
 }
 
 /// The tensor map of B for this problem and config (the kernel's `tmB` parameter), over the
-/// operand the GEMM launch reads ([`kernel_problem`]: the staged copy for a row-major tf32 B).
+/// operand the GEMM launch reads ([`kernel_problem_for`]: the staged copy for a row-major tf32 B).
 ///
 /// K-major B: dims `(K, N, batch)`, box `(bk, bn / cluster_m)`; row-major f16/bf16 B
 /// (N-major): dims `(N, K, batch)`, box `(64, bk)` issued `bn / 64 / cluster_m` times per block.
 pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
-    let q = kernel_problem(p);
+    let q = kernel_problem_for(p, c);
     if q.layout_b == Layout::Col {
         operand_map(
             &q,
@@ -221,7 +236,15 @@ pub fn tma_desc_b(p: &GemmProblem, c: &WgmmaConfig) -> TmaDesc {
             [c.bk, c.bn / c.cluster_m.max(1)],
         )
     } else {
-        operand_map(&q, q.dtype, q.k, q.n, q.ldb, q.stride_b, [MN_BOX, c.bk])
+        operand_map(
+            &q,
+            q.dtype,
+            q.k,
+            q.n,
+            q.ldb,
+            q.stride_b,
+            [mn_box(q.dtype), c.bk],
+        )
     }
 }
 
@@ -341,9 +364,9 @@ mod tests {
             ([1001, 300, 2], [1004 * 4, 300 * 1004 * 4], [32, 256, 1])
         );
         b.validate().unwrap();
-        assert!(b_is_k_major(&nn) && a_is_k_major(&nn));
+        assert!(b_is_k_major(&nn, &c) && a_is_k_major(&nn, &c));
         let tt = GemmProblem::new(256, 300, 1000, DType::Tf32, Layout::Col, Layout::Row);
-        assert!(a_is_k_major(&tt) && b_is_k_major(&tt));
+        assert!(a_is_k_major(&tt, &c) && b_is_k_major(&tt, &c));
         let ta = tma_desc_a(&tt, &c);
         assert_eq!((ta.dims, ta.strides[0]), ([1000, 256, 1], 4000));
     }
