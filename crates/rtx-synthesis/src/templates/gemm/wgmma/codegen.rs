@@ -832,6 +832,13 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
 /// the previous k-block's wgmmas are done (they read the same fragment registers), every lane
 /// loads its A fragments of the stage (four per m64 block and k8 slice, at the offsets of
 /// [`emit_register_a_lane_consts`]), then the wgmmas take A from them and B from the stage.
+///
+/// The `wgmma_wait<0>` is required: a wgmma reads its A registers until a wait retires it, and
+/// ptxas does not guard them. Without the wait, the SASS of a 128 x 128 kernel (CUDA 13.0
+/// NVRTC, cuobjdump) loads the next k-block's fragments (`LDS R88..R103`) after only a
+/// `WARPGROUP.DEPBAR.LE gsb0, 0x1`, over the registers the previous k-block's `HGMMA`s read.
+/// Two fragment sets kept live across the loop by an empty asm made ptxas serialize every
+/// `HGMMA` instead (a wait after each one), so the one set and the wait stay.
 fn emit_kblock_wgmmas_rs(w: &mut CudaWriter, c: &WgmmaConfig, first_scale: &str) {
     let bk = true;
     w.line("mbar_wait(bar_full + 8 * s, ph);");
