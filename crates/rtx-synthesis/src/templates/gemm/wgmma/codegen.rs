@@ -795,37 +795,57 @@ fn emit_kblock_wgmmas(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig, firs
     w.line("const unsigned sb = smem + STAGES * A_STAGE_BYTES + s * B_STAGE_BYTES + cwu * B_CONSUMER_OFFSET;");
     w.line("wgmma_fence();");
     for kk in 0..k16_slices() {
-        w.open(format!("/* k{} slice {kk} */", wgmma_k(p.dtype)));
-        // The first slice of a tile overwrites the accumulators (scale-d = 0).
-        w.line(if kk == 0 {
-            format!("const int sc = {first_scale};")
-        } else {
-            "const int sc = 1;".to_string()
-        });
+        open_k_slice(w, wgmma_k(p.dtype), kk, first_scale);
         for mi in 0..c.m_iters() {
             w.line(format!(
                 "const unsigned long long da{mi} = DESC_A | (((sa + {}u) & 0x3FFFFu) >> 4);",
                 a_desc_offset(ak, mi, kk)
             ));
         }
-        for ni in 0..c.n_iters() {
-            w.line(format!(
-                "const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);",
-                b_desc_offset(c, bk, ni, kk)
-            ));
-        }
-        for mi in 0..c.m_iters() {
-            for ni in 0..c.n_iters() {
-                w.line(format!(
-                    "{}({}, da{mi}, db{ni}, sc);",
-                    wgmma_fn_name(c.wgmma_n, p.dtype),
-                    acc_name(mi, ni)
-                ));
-            }
-        }
+        emit_slice_wgmmas(w, c, bk, kk, &wgmma_fn_name(c.wgmma_n, p.dtype), |mi| {
+            format!("da{mi}")
+        });
         w.close("");
     }
     w.line("wgmma_commit();");
+}
+
+/// The wgmmas of k slice `kk`: the B descriptors of the slice (B K-major or not: `bk`), then
+/// `wgmma(acc, a(mi), db, sc)` with the wrapper `wgmma` for every m64 block and instruction.
+fn emit_slice_wgmmas(
+    w: &mut CudaWriter,
+    c: &WgmmaConfig,
+    bk: bool,
+    kk: u32,
+    wgmma: &str,
+    a: impl Fn(u32) -> String,
+) {
+    for ni in 0..c.n_iters() {
+        w.line(format!(
+            "const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);",
+            b_desc_offset(c, bk, ni, kk)
+        ));
+    }
+    for mi in 0..c.m_iters() {
+        for ni in 0..c.n_iters() {
+            w.line(format!(
+                "{wgmma}({}, {}, db{ni}, sc);",
+                acc_name(mi, ni),
+                a(mi)
+            ));
+        }
+    }
+}
+
+/// Opens the block of k slice `kk` (of `k` elements) and its scale-d `sc`: the first slice of a
+/// tile overwrites the accumulators (`first_scale` 0), every later one accumulates.
+fn open_k_slice(w: &mut CudaWriter, k: u32, kk: u32, first_scale: &str) {
+    w.open(format!("/* k{k} slice {kk} */"));
+    w.line(if kk == 0 {
+        format!("const int sc = {first_scale};")
+    } else {
+        "const int sc = 1;".to_string()
+    });
 }
 
 /// The register-A form of [`emit_kblock_wgmmas`] (tf32, M-major A): once stage `s` is full and
@@ -857,27 +877,10 @@ fn emit_kblock_wgmmas_rs(w: &mut CudaWriter, c: &WgmmaConfig, first_scale: &str)
     }
     w.line("wgmma_fence();");
     for kk in 0..k16_slices() {
-        w.open(format!("/* k8 slice {kk} */"));
-        w.line(if kk == 0 {
-            format!("const int sc = {first_scale};")
-        } else {
-            "const int sc = 1;".to_string()
+        open_k_slice(w, 8, kk, first_scale);
+        emit_slice_wgmmas(w, c, bk, kk, &wgmma_rs_fn_name(c.wgmma_n), |mi| {
+            format!("fa{mi}_{kk}_0, fa{mi}_{kk}_1, fa{mi}_{kk}_2, fa{mi}_{kk}_3")
         });
-        for ni in 0..c.n_iters() {
-            w.line(format!(
-                "const unsigned long long db{ni} = DESC_B | (((sb + {}u) & 0x3FFFFu) >> 4);",
-                b_desc_offset(c, bk, ni, kk)
-            ));
-        }
-        for mi in 0..c.m_iters() {
-            for ni in 0..c.n_iters() {
-                w.line(format!(
-                    "{}({}, fa{mi}_{kk}_0, fa{mi}_{kk}_1, fa{mi}_{kk}_2, fa{mi}_{kk}_3, db{ni}, sc);",
-                    wgmma_rs_fn_name(c.wgmma_n),
-                    acc_name(mi, ni)
-                ));
-            }
-        }
         w.close("");
     }
     w.line("wgmma_commit();");

@@ -92,13 +92,23 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
         "__device__ __forceinline__ void {}(float (&d)[{regs}], unsigned long long da, unsigned long long db, int scale_d)",
         wgmma_fn_name(n, dtype)
     ));
+    emit_wgmma_asm(
+        w,
+        regs,
+        regs + 2,
+        &wgmma_instruction(n, dtype, trans_a, trans_b),
+        "\"l\"(da), \"l\"(db), \"r\"(scale_d)",
+    );
+    w.close("");
+}
+
+/// The `asm volatile` of a wgmma wrapper: a predicate set from operand `%{scale}` (scale-d), the
+/// `instruction`, the `regs` accumulators `d[]` as read-write outputs (8 a line), then `inputs`.
+fn emit_wgmma_asm(w: &mut CudaWriter, regs: u32, scale: u32, instruction: &str, inputs: &str) {
     w.line("asm volatile(");
     w.line("  \"{\\n.reg .pred p;\\n\"");
-    w.line(format!("  \"setp.ne.b32 p, %{}, 0;\\n\"", regs + 2));
-    w.line(format!(
-        "  \"{}\\n}}\\n\"",
-        wgmma_instruction(n, dtype, trans_a, trans_b)
-    ));
+    w.line(format!("  \"setp.ne.b32 p, %{scale}, 0;\\n\""));
+    w.line(format!("  \"{instruction}\\n}}\\n\""));
     let outs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
     for (i, chunk) in outs.chunks(8).enumerate() {
         let lead = if i == 0 { ": " } else { "  " };
@@ -108,9 +118,8 @@ pub fn emit_wgmma_fn(w: &mut CudaWriter, n: u32, dtype: DType, trans_a: bool, tr
             if (i + 1) * 8 < outs.len() { "," } else { "" }
         ));
     }
-    w.line("  : \"l\"(da), \"l\"(db), \"r\"(scale_d)");
+    w.line(format!("  : {inputs}"));
     w.line("  : \"memory\");");
-    w.close("");
 }
 
 /// Name of the generated wrapper for the register-A `wgmma.mma_async.m64n{n}k8` (tf32).
@@ -146,21 +155,13 @@ pub fn emit_wgmma_rs_fn(w: &mut CudaWriter, n: u32) {
         "__device__ __forceinline__ void {}(float (&d)[{regs}], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long db, int scale_d)",
         wgmma_rs_fn_name(n)
     ));
-    w.line("asm volatile(");
-    w.line("  \"{\\n.reg .pred p;\\n\"");
-    w.line(format!("  \"setp.ne.b32 p, %{}, 0;\\n\"", regs + 5));
-    w.line(format!("  \"{}\\n}}\\n\"", wgmma_rs_instruction(n)));
-    let outs: Vec<String> = (0..regs).map(|i| format!("\"+f\"(d[{i}])")).collect();
-    for (i, chunk) in outs.chunks(8).enumerate() {
-        let lead = if i == 0 { ": " } else { "  " };
-        w.line(format!(
-            "  {lead}{}{}",
-            chunk.join(", "),
-            if (i + 1) * 8 < outs.len() { "," } else { "" }
-        ));
-    }
-    w.line("  : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d)");
-    w.line("  : \"memory\");");
+    emit_wgmma_asm(
+        w,
+        regs,
+        regs + 5,
+        &wgmma_rs_instruction(n),
+        "\"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d)",
+    );
     w.close("");
 }
 
