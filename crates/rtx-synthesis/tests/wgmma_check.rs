@@ -46,11 +46,27 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
             }
         }
     }
-    // swap_ab: 16-bit inputs and the plain direct-store form only; the tile rules below then
-    // apply to the transposed product (M and N, A and B and their layouts swapped).
-    if c.swap_ab && (tf32 || c.tma_store || c.split_k != 1 || c.cluster_k != 1 || c.pingpong) {
+    // swap_ab: the plain direct-store form only; the tile rules below then apply to the
+    // transposed product (M and N, A and B and their layouts swapped). tf32 stages nothing
+    // there: it takes a row-major A only, and reads B in place (TMA rules on B).
+    if c.swap_ab && (c.tma_store || c.split_k != 1 || c.cluster_k != 1 || c.pingpong) {
         return false;
     }
+    if c.swap_ab && tf32 {
+        let rows_b = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
+        let span = rows_b * p.ldb as u64;
+        if p.layout_a != Layout::Row
+            || !p.ldb.is_multiple_of(4)
+            || (p.batch > 1
+                && p.stride_b != 0
+                && (p.stride_b % 4 != 0 || p.stride_b < span || p.stride_b * 4 >= 1 << 40))
+        {
+            return false;
+        }
+    }
+    // A row-major tf32 B in the transposed product is read into registers: one m64 block per
+    // consumer.
+    let a_regs = c.swap_ab && tf32 && p.layout_b == Layout::Row;
     let view = if c.swap_ab { p.transposed() } else { *p };
     let p = &view;
     if c.bk as u64 * esz != 128 {
@@ -142,6 +158,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && (16..=256).contains(&c.wgmma_n)
         && cols_per_wg % c.wgmma_n == 0
         && acc <= 128
+        && (!a_regs || rows_per_wg == 64)
         && consumer_regs >= acc + 64
         && (2..=12).contains(&c.stages)
         && (!c.tma_store || (c.split_k == 1 && c_ok))
