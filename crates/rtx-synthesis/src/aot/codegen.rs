@@ -1031,16 +1031,24 @@ mod tests {
     fn mma_defaults_follow_each_arch_reference_card() {
         // 200 x 5000^2 tf32 has 158 blocks at its band's tiles: one wave on 132 SMs (no further
         // split), under one on the RTX 5090's 170 (split 2). The bundle must hold the kernel
-        // each card's run-time default asks for.
+        // each card's run-time default asks for: mma.sync split 2 on the RTX 5090; on Hopper
+        // this NN problem takes wgmma's register-A transposed product instead.
         let p = plan_both(r#"{"op":"gemm","m":200,"n":5000,"k":5000,"dtype":"tf32"}"#);
         let problem = GemmProblem::nn(200, 5000, 5000, DType::Tf32);
         for (arch, sms, split) in [(Arch::Sm90a, 132, 1), (Arch::Sm120, 170, 2)] {
             let c = MmaGemm::new(sms).default_config(&problem, arch);
             assert_eq!(c.split_k, split, "{arch}");
-            let k = p.kernels.iter().find(|k| k.arch == arch).unwrap();
-            assert_eq!(k.source.template, "gemm_mma", "{arch}");
-            assert_eq!(k.source.entry, MmaGemm::entry_name(&problem, &c), "{arch}");
         }
+        let k = p.kernels.iter().find(|k| k.arch == Arch::Sm120).unwrap();
+        let c = MmaGemm::new(170).default_config(&problem, Arch::Sm120);
+        assert_eq!(k.source.template, "gemm_mma");
+        assert_eq!(k.source.entry, MmaGemm::entry_name(&problem, &c));
+        let k = p.kernels.iter().find(|k| k.arch == Arch::Sm90a).unwrap();
+        assert_eq!(k.source.template, "gemm_wgmma");
+        assert!(
+            k.source.code.contains("wgmma_m64n128k8_rs("),
+            "the register-A kernel"
+        );
     }
 
     #[test]

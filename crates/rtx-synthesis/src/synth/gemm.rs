@@ -174,13 +174,16 @@ fn kind_accepts(
 
 /// The families tried for `p` on `arch`, in order of preference: f32 on the CUDA cores
 /// (any arch); f16/bf16/tf32 with wgmma on sm_90a (tf32 M/N-major operands through its
-/// transpose pre-pass) except tf32 where that pre-pass bounds it ([`tf32_staging_bound`]:
+/// transpose pre-pass, or for tf32 NN at small M its register-A transposed product) except tf32
+/// where the pre-pass bounds it ([`tf32_staging_bound`] and not [`tf32_register_a_serves`]:
 /// mma.sync first), else mma.sync. A problem wgmma refuses (e.g. a K-major operand whose
 /// row pitch is not a multiple of 16 bytes) falls back to mma.sync.
 pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
     match p.dtype {
         DType::F32 => vec![GemmFamilyKind::Simt],
-        DType::Tf32 if arch == Arch::Sm90a && tf32_staging_bound(p) => {
+        DType::Tf32
+            if arch == Arch::Sm90a && tf32_staging_bound(p) && !tf32_register_a_serves(p) =>
+        {
             vec![GemmFamilyKind::Mma, GemmFamilyKind::Wgmma]
         }
         DType::F16 | DType::Bf16 | DType::Tf32 if arch == Arch::Sm90a => {
@@ -188,6 +191,15 @@ pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
         }
         DType::F16 | DType::Bf16 | DType::Tf32 => vec![GemmFamilyKind::Mma],
     }
+}
+
+/// Whether wgmma serves `p` without staging through its register-A default
+/// ([`WgmmaGemm::tf32_register_a_config`]: tf32 NN, M <= 256, a B that TMA reads in place).
+/// Where it does, wgmma comes before mma.sync even inside [`tf32_staging_bound`]: H100, call
+/// DG (session 32), 1.2-2.9x faster than what that bound served at eleven shapes (e.g.
+/// 160 x 8192^2 104.3 us against mma's 305.6, 1.51x cuBLAS).
+pub fn tf32_register_a_serves(p: &GemmProblem) -> bool {
+    WgmmaGemm::default().tf32_register_a_config(p).is_some()
 }
 
 /// B operand size (one batch entry) from which tf32 with 64 < M <= 256 goes to mma.sync
@@ -636,7 +648,7 @@ mod tests {
             .to_string();
         assert!(
             err.contains("family simt cannot serve 64x8192x8192 tf32")
-                && err.contains("offered: mma, wgmma"),
+                && err.contains("offered: wgmma, mma"),
             "{err}"
         );
         let bf = GemmSpec::new(512, 512, 512, DType::Bf16).problem().unwrap();
@@ -660,15 +672,29 @@ mod tests {
     #[test]
     fn tf32_with_a_staged_b_at_small_m_goes_to_mma() {
         let info = DeviceInfo::example_sm90();
+        // A column-major A: the transposed product cannot take it, so a row-major B is staged
+        // and the staging bound decides.
         let pick = |m, n, k, lb| {
             let p = GemmSpec::new(m, n, k, DType::Tf32)
-                .with_layouts(Layout::Row, lb)
+                .with_layouts(Layout::Col, lb)
                 .problem()
                 .unwrap();
             select_family(&p, Arch::Sm90a, &info).unwrap()
         };
+        let nn = |m, n, k| {
+            let p = GemmSpec::new(m, n, k, DType::Tf32).problem().unwrap();
+            select_family(&p, Arch::Sm90a, &info).unwrap()
+        };
         for m in [1, 64, 128, 200, 256] {
-            assert_eq!(pick(m, 8192, 8192, Layout::Row), GemmFamilyKind::Mma, "{m}");
+            if m > 1 {
+                // (M = 1: a column-major A of pitch 1 is refused by mma.sync.)
+                assert_eq!(pick(m, 8192, 8192, Layout::Row), GemmFamilyKind::Mma, "{m}");
+            }
+            // NN: the register-A transposed product stages nothing (call DG, session 32).
+            assert_eq!(nn(m, 8192, 8192), GemmFamilyKind::Wgmma, "{m}");
+        }
+        for (m, n, k) in [(96, 4096, 4096), (144, 3072, 3072), (240, 1536, 8192)] {
+            assert_eq!(nn(m, n, k), GemmFamilyKind::Wgmma, "{m}x{n}x{k}");
         }
         // Call CP's shapes, each to the family that ran it faster (or tied).
         for (m, n, k, want) in [

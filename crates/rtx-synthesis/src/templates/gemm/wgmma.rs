@@ -123,6 +123,23 @@ pub struct DefaultRung {
 /// The rung (bm, bn) tf32 is not offered below two waves of 128 x 256 (see `model_pick`).
 const TF32_SMALL_SKIPS: (u32, u32) = (192, 160);
 
+/// The largest M [`WgmmaGemm::tf32_register_a_config`] serves (tf32 NN).
+pub const TF32_REGISTER_A_MAX_M: u32 = 256;
+
+/// The tilings [`WgmmaGemm::tf32_register_a_config`] picks from, as `(bm, bn, consumers,
+/// stages, tight_b)` of the transposed product (`bm` of the user's N by `bn` of its M): one
+/// consumer of 64 rows with 64-192 columns, or two of 64 rows sharing 128 columns (at
+/// 256 x 8192^2 114.8 us against 151.5 for 64 x 128, H100 call DG). The stage depths are those
+/// measured.
+pub const TF32_REGISTER_A_TILES: [(u32, u32, u32, u32, bool); 6] = [
+    (64, 64, 1, 8, false),
+    (64, 80, 1, 8, false),
+    (64, 128, 1, 8, false),
+    (64, 160, 1, 6, true),
+    (64, 192, 1, 6, false),
+    (128, 128, 2, 6, false),
+];
+
 /// Default configs from the largest tile to the smallest (see `default_config`).
 pub const DEFAULT_LADDER: [DefaultRung; 7] = [
     DefaultRung {
@@ -735,6 +752,55 @@ impl WgmmaGemm {
         Ok(())
     }
 
+    /// The default of tf32 with row-major A and B (NN) and M <= [`TF32_REGISTER_A_MAX_M`]: the
+    /// transposed product (`swap_ab`) with the user's B read into registers, so no pre-pass
+    /// stages B. Each tile is 64 (one consumer) or 128 (two) of N by `bn` of M. The pick fills at
+    /// most one wave: of the [`TF32_REGISTER_A_TILES`] whose tiles number at most the SM count,
+    /// the one with the most tiles, then the least padding past M. `None` outside that band or
+    /// where `check` refuses the pick (a B pitch TMA cannot read in place).
+    ///
+    /// H100, call DG (session 32), tf32 NN, rtx-tune slices of every `swap_ab` config with cuBLAS
+    /// in the same process, against what was served (mma.sync split-K, or wgmma through the
+    /// pre-pass): 64 / 128 / 160 / 192 / 256 x 8192^2 100.7 / 102.6 / 104.3 / 107.6 / 114.8 us
+    /// (1.09 / 1.09 / 1.51 / 2.05 / 1.08x cuBLAS; served at 128 / 160 / 256: 163.3 / 305.6 /
+    /// 271.3 us); 96 x 4096^2 42.9 us (1.01x; served 64.7), 144 x 3072^2 64 x 80 31.6 us (1.11x;
+    /// served 65.3), 128 x 2048 x 8192 60.9 (0.76x; served 75.2), 240 x 1536 x 8192 61.5 (0.77x;
+    /// served 95.0), 128 x 1024^2 12.1 (1.02x; served 17.4), 256 x 4096^2 64 x 128 45.5
+    /// (1.12x; served 89.2). Each pick is the slice's winner or within 2% of it; the rule's
+    /// alternatives lost where they run more than one wave (64 x 64 at 128 x 8192^2: 126.3 us,
+    /// 64 x 128 at 256 x 8192^2: 151.5) or leave it half empty (64 x 128 at 96 x 4096^2: 48.0).
+    pub fn tf32_register_a_config(&self, p: &GemmProblem) -> Option<WgmmaConfig> {
+        if p.dtype != DType::Tf32
+            || p.layout_a != Layout::Row
+            || p.layout_b != Layout::Row
+            || p.m > TF32_REGISTER_A_MAX_M
+        {
+            return None;
+        }
+        let sms = u64::from(self.sm_count.max(1));
+        let tiles = |t: &(u32, u32, u32, u32, bool)| {
+            u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
+        };
+        let pad = |t: &(u32, u32, u32, u32, bool)| p.m.div_ceil(t.1) * t.1 - p.m;
+        let pick = TF32_REGISTER_A_TILES
+            .iter()
+            .filter(|t| tiles(t) <= sms)
+            .max_by_key(|t| (tiles(t), std::cmp::Reverse(pad(t))))
+            .or_else(|| {
+                // Every tiling runs more than one wave: the one with the fewest tiles.
+                TF32_REGISTER_A_TILES
+                    .iter()
+                    .min_by_key(|t| (tiles(t), pad(t)))
+            })?;
+        let &(bm, bn, consumers, stages, tight_b) = pick;
+        let c = WgmmaConfig {
+            swap_ab: true,
+            tight_b,
+            ..WgmmaConfig::basic(bm, bn, BLOCK_K_TF32, consumers, bn, stages)
+        };
+        self.check(p, &c, Arch::Sm90a).ok().map(|_| c)
+    }
+
     /// The config of one [`DEFAULT_LADDER`] rung for `problem` (the TMA-store epilogue for
     /// f16/bf16 on a persistent rung where C allows it; tf32 stores directly; the rung's
     /// `streaming_raster_group` where B streams).
@@ -1148,7 +1214,13 @@ impl Template for WgmmaGemm {
     ///
     /// The 64 x 192 and 64 x 128 rungs (row-major tile order) switch to groups of
     /// [`STREAM_RASTER_GROUP`] tile rows where B streams: see [`Self::b_streams`].
+    ///
+    /// tf32 NN with M <= 256 takes the transposed product with its A (the user's B) read into
+    /// registers instead: [`Self::tf32_register_a_config`].
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
+        if let Some(c) = self.tf32_register_a_config(problem) {
+            return c;
+        }
         self.model_pick(problem)
             .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
     }
@@ -1639,7 +1711,8 @@ mod tests {
                 }
             }
         }
-        let tf = t.default_config(&GemmProblem::nn(64, 64, 64, DType::Tf32), Arch::Sm90a);
+        let nt = GemmProblem::new(64, 64, 64, DType::Tf32, Layout::Row, Layout::Col);
+        let tf = t.default_config(&nt, Arch::Sm90a);
         assert_eq!((tf.bm, tf.bn, tf.stages, tf.tma_store), (64, 64, 10, false));
         // tf32 chooses between the two large tiles by the same model: 192 x 160 at 4000^2 (call
         // V: 368.7 vs 396.1 us), 128 x 256 at 4096^3 (call X: 386.5 vs 438.5) and 8192^3.
@@ -1653,7 +1726,8 @@ mod tests {
         // Fewer than two waves of 128 x 256: the ladder less 192 x 160 (call AD: slower at
         // 512^3 and 256 x 8192^2 where the model said faster), so the small rungs the tuner
         // found at 512^3 and 1024^3 (call CJ), and never 192 x 160; each passes `check` with
-        // the staged (row-major) B.
+        // the staged (row-major) B. (At M <= 256 a row-major A, NN, takes the register-A
+        // transposed product instead: the column-major A keeps the ladder there.)
         for (m, n, k, tile) in [
             (512, 512, 512, (64, 64)),
             (1024, 1024, 1024, (64, 128)),
@@ -1663,11 +1737,15 @@ mod tests {
             (128, 8192, 8192, (64, 128)),
             (64, 8192, 8192, (64, 64)),
         ] {
-            let p = GemmProblem::nn(m, n, k, DType::Tf32);
+            let p = GemmProblem::new(m, n, k, DType::Tf32, Layout::Col, Layout::Row);
             let c = t.default_config(&p, Arch::Sm90a);
             t.check(&p, &c, Arch::Sm90a)
                 .unwrap_or_else(|e| panic!("{m}x{n}x{k}: {e}"));
-            assert_eq!(tf_pick(m, n, k), (tile.0, tile.1, 32, false), "{m}x{n}x{k}");
+            assert_eq!(
+                (c.bm, c.bn, c.bk, c.tma_store),
+                (tile.0, tile.1, 32, false),
+                "{m}x{n}x{k}"
+            );
         }
         for m in [16, 64, 100, 128, 160, 200, 256, 384, 512, 768, 1024, 1536] {
             for n in [64, 128, 1000, 4096, 8192] {
