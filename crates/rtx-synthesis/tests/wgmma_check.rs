@@ -59,7 +59,9 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
             || !p.ldb.is_multiple_of(4)
             || (p.batch > 1
                 && p.stride_b != 0
-                && (p.stride_b % 4 != 0 || p.stride_b < span || p.stride_b * 4 >= 1 << 40))
+                && (!p.stride_b.is_multiple_of(4)
+                    || p.stride_b < span
+                    || p.stride_b * 4 >= 1 << 40))
         {
             return false;
         }
