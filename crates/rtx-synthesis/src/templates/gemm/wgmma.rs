@@ -761,12 +761,13 @@ impl WgmmaGemm {
     ///
     /// H100, call DG (session 32), tf32 NN, rtx-tune slices of every `swap_ab` config with cuBLAS
     /// in the same process, against what was served (mma.sync split-K, or wgmma through the
-    /// pre-pass): 64 / 128 / 160 / 192 / 256 x 8192^2 100.7 / 102.6 / 104.3 / 107.6 / 114.8 us
-    /// (1.09 / 1.09 / 1.51 / 2.05 / 1.08x cuBLAS; served at 128 / 160 / 256: 163.3 / 305.6 /
-    /// 271.3 us); 96 x 4096^2 42.9 us (1.01x; served 64.7), 144 x 3072^2 64 x 80 31.6 us (1.11x;
-    /// served 65.3), 128 x 2048 x 8192 60.9 (0.76x; served 75.2), 240 x 1536 x 8192 61.5 (0.77x;
-    /// served 95.0), 128 x 1024^2 12.1 (1.02x; served 17.4), 256 x 4096^2 64 x 128 45.5
-    /// (1.12x; served 89.2). Each pick is the slice's winner or within 2% of it; the rule's
+    /// pre-pass), each pick timed as the rule now picks it: 64 / 128 / 160 / 192 / 256 x 8192^2
+    /// 100.7 / 103.1 / 104.3 / 107.6 / 114.8 us (1.09 / 1.08 / 1.51 / 2.05 / 1.08x cuBLAS;
+    /// served at 128 / 160 / 256: 163.3 / 305.6 / 271.3 us); 96 x 4096^2 42.9 us (1.01x; served
+    /// 64.7), 144 x 3072^2 64 x 80 31.6 us (1.11x; served 65.3), 128 x 2048 x 8192 60.9 (0.76x;
+    /// served 75.2), 240 x 1536 x 8192 61.5 (0.77x; served 95.0), 128 x 1024^2 12.1 (1.02x;
+    /// served 17.4), 256 x 4096^2 64 x 128 45.5 (1.12x; served 89.2). Each pick is the slice's
+    /// winner or within 2% of it (96 x 11008 x 4096, 128 x 128, was not timed); the rule's
     /// alternatives lost where they run more than one wave (64 x 64 at 128 x 8192^2: 126.3 us,
     /// 64 x 128 at 256 x 8192^2: 151.5) or leave it half empty (64 x 128 at 96 x 4096^2: 48.0).
     pub fn tf32_register_a_config(&self, p: &GemmProblem) -> Option<WgmmaConfig> {
