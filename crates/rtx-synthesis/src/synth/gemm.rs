@@ -196,8 +196,8 @@ pub fn family_candidates(p: &GemmProblem, arch: Arch) -> Vec<GemmFamilyKind> {
 /// Whether wgmma serves `p` without staging through its register-A default
 /// ([`WgmmaGemm::tf32_register_a_config`]: tf32 NN, M <= 256, a B that TMA reads in place).
 /// Where it does, wgmma comes before mma.sync even inside [`tf32_staging_bound`]: H100, call
-/// DG (session 32), 1.2-2.9x faster than what that bound served at eleven shapes (e.g.
-/// 160 x 8192^2 104.3 us against mma's 305.6, 1.51x cuBLAS).
+/// DG (session 32), 1.2-2.9x faster than what was served at the nine shapes timed against it
+/// (e.g. 160 x 8192^2 104.3 us against mma's 305.6, 1.51x cuBLAS).
 pub fn tf32_register_a_serves(p: &GemmProblem) -> bool {
     WgmmaGemm::default().tf32_register_a_config(p).is_some()
 }
