@@ -528,6 +528,42 @@ impl WgmmaGemm {
         })
     }
 
+    /// The TMA rule on the row pitch `ld` (elements of `esz` bytes) of an operand read in place:
+    /// a multiple of 16 bytes.
+    fn check_tma_pitch(name: &str, ld: u32, esz: u64) -> Result<(), String> {
+        if (ld as u64 * esz).is_multiple_of(16) {
+            return Ok(());
+        }
+        Err(format!(
+            "{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16",
+            ld as u64 * esz
+        ))
+    }
+
+    /// The TMA rules on the batch stride of an operand read in place (0 broadcasts one entry):
+    /// a multiple of 16 bytes, no smaller than one entry's `span` of elements (overlapping
+    /// entries), below 2^40 bytes.
+    fn check_tma_batch_stride(name: &str, stride: u64, span: u64, esz: u64) -> Result<(), String> {
+        if stride == 0 {
+            return Ok(());
+        }
+        let bytes = stride.checked_mul(esz);
+        if let Some(b) = bytes.filter(|b| !b.is_multiple_of(16)) {
+            return Err(format!(
+                "{name}={stride}: TMA needs the batch stride ({b} bytes) to be a multiple of 16"
+            ));
+        }
+        if stride < span {
+            return Err(format!("{name}={stride} < {span}: overlapping batch entries cannot be described by a TMA map"));
+        }
+        if bytes.is_none_or(|b| b >= 1 << 40) {
+            return Err(format!(
+                "{name}={stride}: TMA strides must be below 2^40 bytes"
+            ));
+        }
+        Ok(())
+    }
+
     /// The transposed product of a tf32 problem (`swap_ab`) stages nothing: its B, the user's A,
     /// must be K-major (row-major), and its A, the user's B, is read in place by TMA (K-major,
     /// or M-major into registers), so the user's B needs the TMA pitch and batch-stride rules
@@ -539,23 +575,12 @@ impl WgmmaGemm {
                 p.layout_a
             ));
         }
-        let bytes = p.ldb as u64 * 4;
-        if !bytes.is_multiple_of(16) {
-            return Err(format!(
-                "ldb={}: swap_ab reads tf32 B in place by TMA, which needs the row pitch ({bytes} bytes) to be a multiple of 16",
-                p.ldb
-            ));
-        }
-        if p.batch > 1 && p.stride_b != 0 {
+        let in_place = |e: String| format!("swap_ab reads tf32 B in place: {e}");
+        Self::check_tma_pitch("ldb", p.ldb, 4).map_err(in_place)?;
+        if p.batch > 1 {
             let rows = if p.layout_b == Layout::Row { p.k } else { p.n } as u64;
-            let span = rows * p.ldb as u64;
-            let b = p.stride_b.checked_mul(4);
-            if b.is_none_or(|b| !b.is_multiple_of(16) || b >= 1 << 40) || p.stride_b < span {
-                return Err(format!(
-                    "stride_b={}: swap_ab reads tf32 B in place by TMA, which needs a batch stride of at least {span} elements, a multiple of 16 bytes and below 2^40 bytes",
-                    p.stride_b
-                ));
-            }
+            Self::check_tma_batch_stride("stride_b", p.stride_b, rows * p.ldb as u64, 4)
+                .map_err(in_place)?;
         }
         Ok(())
     }
@@ -953,11 +978,8 @@ impl WgmmaGemm {
         let st = staging(p);
         let esz = p.dtype.size_bytes() as u64;
         for (name, ld, staged) in [("lda", p.lda, st.a), ("ldb", p.ldb, st.b)] {
-            if !staged && !(ld as u64 * esz).is_multiple_of(16) {
-                return Err(format!(
-                    "{name}={ld}: TMA needs the row pitch ({} bytes) to be a multiple of 16",
-                    ld as u64 * esz
-                ));
+            if !staged {
+                Self::check_tma_pitch(name, ld, esz)?;
             }
         }
         if p.batch > 65_535 {
@@ -970,20 +992,8 @@ impl WgmmaGemm {
                 ("stride_a", p.stride_a, rows_a * p.lda as u64, st.a),
                 ("stride_b", p.stride_b, rows_b * p.ldb as u64, st.b),
             ] {
-                if stride == 0 || staged {
-                    continue;
-                }
-                let bytes = stride.checked_mul(esz);
-                if let Some(b) = bytes.filter(|b| !b.is_multiple_of(16)) {
-                    return Err(format!("{name}={stride}: TMA needs the batch stride ({b} bytes) to be a multiple of 16"));
-                }
-                if stride < span {
-                    return Err(format!("{name}={stride} < {span}: overlapping batch entries cannot be described by a TMA map"));
-                }
-                if bytes.is_none_or(|b| b >= 1 << 40) {
-                    return Err(format!(
-                        "{name}={stride}: TMA strides must be below 2^40 bytes"
-                    ));
+                if !staged {
+                    Self::check_tma_batch_stride(name, stride, span, esz)?;
                 }
             }
         }
@@ -1044,7 +1054,8 @@ impl Template for WgmmaGemm {
         // for a K-major B only, two consumers splitting the columns (192 x 80 each: three m64
         // n80 wgmmas; an MN-major B cannot start a wgmma at column 80 of a 64-column box).
         let mut forms = vec![(3u32, 160u32, false, false), (3, 160, false, true)];
-        if tma::b_is_k_major(problem, &WgmmaConfig::basic(192, 160, bk, 3, 160, 4)) {
+        // (These forms are not transposed: B as the problem, or its staged copy, gives it.)
+        if staging::kernel_problem(problem).layout_b == Layout::Col {
             forms.push((2, 80, true, false));
         }
         for (consumers, wgmma_n, split_n, tma_store) in forms {
