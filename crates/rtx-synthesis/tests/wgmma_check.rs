@@ -46,10 +46,10 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
             }
         }
     }
-    // swap_ab: the plain direct-store form only; the tile rules below then apply to the
+    // swap_ab: direct stores (after the split-K fix-up, if any); the tile rules below then apply to the
     // transposed product (M and N, A and B and their layouts swapped). tf32 stages nothing
     // there: it takes a row-major A only, and reads B in place (TMA rules on B).
-    if c.swap_ab && (c.tma_store || c.split_k != 1 || c.cluster_k != 1 || c.pingpong) {
+    if c.swap_ab && (c.tma_store || c.cluster_k != 1 || c.pingpong) {
         return false;
     }
     if c.swap_ab && tf32 {
@@ -67,7 +67,7 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         }
     }
     // A row-major tf32 B in the transposed product is read into registers: one m64 block per
-    // consumer.
+    // consumer ...
     let a_regs = c.swap_ab && tf32 && p.layout_b == Layout::Row;
     let view = if c.swap_ab { p.transposed() } else { *p };
     let p = &view;
@@ -161,6 +161,8 @@ fn documented_ok(p: &GemmProblem, c: &WgmmaConfig, arch: Arch) -> bool {
         && cols_per_wg % c.wgmma_n == 0
         && acc <= 128
         && (!a_regs || rows_per_wg == 64)
+        // ... and at most 80 accumulators beside a split-K fix-up.
+        && (!a_regs || c.split_k == 1 || acc <= 80)
         && consumer_regs >= acc + 64
         && (2..=12).contains(&c.stages)
         && (!c.tma_store || (c.split_k == 1 && c_ok))

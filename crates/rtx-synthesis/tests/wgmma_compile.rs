@@ -1010,3 +1010,33 @@ fn tf32_transposed_product_compiles_with_register_a() {
     let e = t.check(&tn, &c, Arch::Sm90a).unwrap_err().reason;
     assert!(e.contains("row-major A"), "{e}");
 }
+
+/// The transposed product with split-K (thin grids: a small M and N): each tile's K slices are
+/// summed by the fix-up before the transposed stores. Sampled arrangements (tf32 with the user's
+/// B read into registers, bf16 from shared memory; one or two consumers, 64-256 columns of M,
+/// 2-4 slices) compile without spills.
+#[test]
+fn transposed_product_with_split_k_compiles() {
+    if !nvrtc_or_skip("transposed_product_with_split_k_compiles") {
+        return;
+    }
+    let mut t = WgmmaGemm::new(132);
+    t.experimental = true;
+    let mut n = 0;
+    for dtype in [DType::Tf32, DType::Bf16] {
+        let p = GemmProblem::nn(240, 1536, 8192, dtype);
+        let cs: Vec<WgmmaConfig> = t
+            .space(&p, Arch::Sm90a)
+            .into_iter()
+            .filter(|c| c.swap_ab && c.split_k > 1 && t.check(&p, c, Arch::Sm90a).is_ok())
+            .collect();
+        assert!(cs.len() >= 12, "{dtype}: {}", cs.len());
+        for c in cs.iter().step_by(5) {
+            compile_and_check(&t, &p, c);
+            let code = t.emit(&p, c, Arch::Sm90a).unwrap().code;
+            assert!(code.contains("Split-K fix-up") && code.contains("epi_store_t"));
+            n += 1;
+        }
+    }
+    assert!(n >= 6, "{n}");
+}

@@ -438,6 +438,38 @@ fn tf32_cases() -> Vec<Case> {
             Some(2048),
             None,
         ),
+        // With split-K (`swsk_`): the fix-up sums the kernel's transposed tiles, then the
+        // transposed stores; on 4 SMs each block loops over several (tile, slice) units.
+        (
+            "swsk_tf_nn_100x1000x520_64x80_k3_full_epilogue",
+            full_epilogue(tf32(100, 1000, 520, Row, Row)),
+            WgmmaConfig {
+                split_k: 3,
+                ..sw(cfg(64, 80, 1, 80, 6, 1, true, 1))
+            },
+            None,
+            Some(4),
+        ),
+        (
+            "swsk_tf_nt_100x520x264_128x128_k2_batch2",
+            tf32(100, 520, 264, Row, Col).batched(2),
+            WgmmaConfig {
+                split_k: 2,
+                ..sw(cfg(128, 128, 2, 128, 4, 1, true, 1))
+            },
+            None,
+            None,
+        ),
+        (
+            "swsk_tf_nn_128x2048x8192_64x128_k4_sampled",
+            tf32(128, 2048, 8192, Row, Row),
+            WgmmaConfig {
+                split_k: 4,
+                ..sw(cfg(64, 128, 1, 128, 8, 1, true, 1))
+            },
+            Some(2048),
+            None,
+        ),
     ] {
         v.push(Case {
             name,
@@ -677,6 +709,27 @@ fn tma_store_cases() -> Vec<Case> {
             "swsn_nn_160x1000x520_split_n",
             problem(160, 1000, 520, DType::Bf16, Row, Row),
             sn(sw(cfg(64, 160, 2, 80, 6, 1, true, 1))),
+            None,
+            None,
+        ),
+        (
+            "swsk_bf_nn_160x1000x520_128x160_k4_batch2_full_epilogue",
+            full_epilogue(problem(160, 1000, 520, DType::Bf16, Row, Row)).batched(2),
+            WgmmaConfig {
+                split_k: 4,
+                tight_b: true,
+                ..sw(cfg(128, 160, 2, 160, 6, 1, true, 1))
+            },
+            None,
+            Some(4),
+        ),
+        (
+            "swsk_f16_tn_240x1536x2048_64x192_k2",
+            problem(240, 1536, 2048, DType::F16, Col, Row),
+            WgmmaConfig {
+                split_k: 2,
+                ..sw(cfg(64, 192, 1, 192, 6, 1, true, 1))
+            },
             None,
             None,
         ),

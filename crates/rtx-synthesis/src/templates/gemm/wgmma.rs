@@ -384,6 +384,24 @@ impl WgmmaGemm {
                 }
             }
         }
+        // The transposed product with split-K, for thin grids (a small M and N): each tile's K
+        // in 2-4 slices, summed by the fix-up before the transposed stores.
+        for (bm, consumers) in [(64u32, 1u32), (128, 2)] {
+            for bn in [64u32, 80, 128, 160, 192, 256] {
+                for stages in [6u32, 8] {
+                    for split_k in [2u32, 3, 4] {
+                        for tight_b in tight(bn) {
+                            v.push(WgmmaConfig {
+                                split_k,
+                                swap_ab: true,
+                                tight_b,
+                                ..WgmmaConfig::basic(bm, bn, bk, consumers, bn, stages)
+                            });
+                        }
+                    }
+                }
+            }
+        }
         // cuBLAS's own small-M arrangement: 128-row tiles of N in a 2-CTA cluster along the
         // small M, the pair sharing (multicasting) the user's B tile, each CTA a column tile of
         // 64 / 80 of M (128 = 2 x 64, 160 = 2 x 80) with one or two consumers; and two
@@ -1145,11 +1163,9 @@ impl Template for WgmmaGemm {
         }
         Self::check_problem(problem).map_err(fail)?;
         Self::check_config(config, arch).map_err(fail)?;
-        if config.swap_ab
-            && (config.tma_store || config.split_k != 1 || config.cluster_k != 1 || config.pingpong)
-        {
+        if config.swap_ab && (config.tma_store || config.cluster_k != 1 || config.pingpong) {
             return Err(fail(
-                "swap_ab stores the transposed tile straight from the fragments: it needs no tma_store, split_k 1, cluster_k 1 and no pingpong".to_string(),
+                "swap_ab stores the transposed tile straight from the fragments: it needs no tma_store, cluster_k 1 and no pingpong".to_string(),
             ));
         }
         if config.swap_ab && problem.dtype == DType::Tf32 {
@@ -1184,6 +1200,18 @@ impl Template for WgmmaGemm {
                 16 * config.m_iters()
             )));
         }
+        // ptxas (CUDA 13.0, sm_90a) spills 16 bytes at 64 x 192 with split-K 4 and none at
+        // 64 x 160 or below, whatever the split.
+        if staging::a_from_registers(problem, config)
+            && config.split_k > 1
+            && config.acc_regs() > 80
+        {
+            return Err(fail(format!(
+                "a tf32 A read into registers with split_k={} takes at most 80 accumulators per thread (wgmma_n <= 160; got {}): the fragments, the accumulators and the fix-up spill",
+                config.split_k,
+                config.acc_regs()
+            )));
+        }
         if config.tma_store {
             Self::check_tma_store(problem).map_err(fail)?;
         }
@@ -1198,7 +1226,13 @@ impl Template for WgmmaGemm {
             return Err(fail(format!("cluster_k={} exceeds the {kblocks} k-blocks of K={}: every CTA of the cluster needs one", config.cluster_k, problem.k)));
         }
         // The kernel indexes the partials (float4s) and counters with 32-bit unsigned math.
-        if config.workspace_bytes(problem.m, problem.n, problem.batch) / 16 >= i32::MAX as u64 {
+        // (`workspace_bytes` takes the user's extents; `problem` is the kernel's here.)
+        let (um, un) = if config.swap_ab {
+            (problem.n, problem.m)
+        } else {
+            (problem.m, problem.n)
+        };
+        if config.workspace_bytes(um, un, problem.batch) / 16 >= i32::MAX as u64 {
             return Err(fail(
                 "split-K workspace exceeds 2^31 float4s (32 GiB): too large to index".to_string(),
             ));
@@ -1377,7 +1411,10 @@ mod tests {
                 ..sw.clone()
             },
             WgmmaConfig {
-                split_k: 2,
+                cluster_k: 2,
+                consumers: 2,
+                wgmma_n: 80,
+                split_n: true,
                 cluster_m: 1,
                 ..sw.clone()
             },
@@ -1385,6 +1422,20 @@ mod tests {
             let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
             assert!(e.reason.contains("swap_ab"), "{e}");
         }
+        // Split-K sums the slices in the kernel's (transposed) tiles, then stores transposed.
+        let sk = WgmmaConfig {
+            split_k: 2,
+            cluster_m: 1,
+            ..sw.clone()
+        };
+        t.check(&p, &sk, Arch::Sm90a).unwrap();
+        let code = t.emit(&p, &sk, Arch::Sm90a).unwrap().code;
+        let (fix, store) = (
+            code.find("Split-K fix-up").unwrap(),
+            code.find("epi_store_t(Cb, bias, Rb, (long long)col * ldc + row")
+                .unwrap(),
+        );
+        assert!(fix < store);
         // tf32: the user's row-major B is read into registers (no pre-pass); a column-major A
         // (the kernel's M/N-major B) is refused.
         let tf = GemmProblem::nn(160, 8192, 1024, DType::Tf32);

@@ -1135,7 +1135,14 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
     let checked = |a: &str| {
         format!("if (row < M) epi_store(Cb, bias, Rb, (long long)row * ldc + col, col, N, vec, {a}, alpha, beta);")
     };
-    if c.swap_ab {
+    let transposed_edge = |a: &str| {
+        format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
+    };
+    if c.swap_ab && c.split_k > 1 {
+        w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place,");
+        w.comment("one by one (split-K keeps only the tested path, as below).");
+        emit_direct_store_loops(w, c, transposed_edge);
+    } else if c.swap_ab {
         w.comment("swap_ab: this kernel's M x N product is C^T; every element goes to its transposed place,");
         w.comment("in pairs along C's rows where the part lies inside C (`epi_store_t2`), one by one elsewhere.");
         emit_inside_or_edge_stores(
@@ -1143,9 +1150,7 @@ fn emit_consumer(w: &mut CudaWriter, p: &GemmProblem, c: &WgmmaConfig) {
             c,
             Some("const bool lo = ((lane >> 2) & 1) == 0;"),
             |a| format!("epi_store_t2(Cb, bias, Rb, row, col, ldc, lo, {a}, alpha, beta);"),
-            |a| {
-                format!("if (row < M) epi_store_t(Cb, bias, Rb, (long long)col * ldc + row, row, col, N, ldc, {a}, alpha, beta);")
-            },
+            transposed_edge,
         );
     } else if c.split_k > 1 {
         emit_direct_store_loops(w, c, checked);

@@ -94,8 +94,9 @@ pub struct WgmmaConfig {
     /// wgmma width): a small M fills one column tile instead of padding 64-row wgmma blocks.
     /// A and B swap roles (each keeps its memory layout, seen transposed) and the epilogue
     /// stores every element at its transposed place in the row-major C (pairs of output rows
-    /// at one column; the bias runs along the tile's rows). Needs 16-bit inputs, direct stores
-    /// (no `tma_store`), `split_k` 1, `cluster_k` 1 and no ping-pong.
+    /// at one column; the bias runs along the tile's rows), after the split-K fix-up where
+    /// `split_k > 1`. Needs direct stores (no `tma_store`), `cluster_k` 1 and no ping-pong; tf32
+    /// needs a row-major A (see `WgmmaGemm::check`).
     #[serde(default)]
     pub swap_ab: bool,
     /// Thread-block cluster size along N (1, or 2 with A multicast to both CTAs): the pair
@@ -356,13 +357,24 @@ impl WgmmaConfig {
         ((tm as u64).div_ceil(cl) * cl).saturating_mul(tn as u64)
     }
 
-    /// Bytes of f32 partial sums in the split-K workspace (0 when `split_k == 1`).
+    /// The kernel's `m x n` for the user's: transposed with [`Self::swap_ab`].
+    fn kernel_extents(&self, m: u32, n: u32) -> (u32, u32) {
+        if self.swap_ab {
+            (n, m)
+        } else {
+            (m, n)
+        }
+    }
+
+    /// Bytes of f32 partial sums in the split-K workspace (0 when `split_k == 1`) of the user's
+    /// `m x n` problem.
     pub fn workspace_partial_bytes(&self, m: u32, n: u32, batch: u32) -> u64 {
         if self.split_k <= 1 {
             return 0;
         }
+        let (km, kn) = self.kernel_extents(m, n);
         let b = [
-            self.tile_slots(m, n),
+            self.tile_slots(km, kn),
             self.split_k as u64,
             self.bm as u64,
             self.bn as u64,
@@ -374,12 +386,15 @@ impl WgmmaConfig {
     }
 
     /// Bytes of the split-K workspace: the partials, then one u32 arrival counter per warp and
-    /// tile. The counters must be zero before the first launch; every launch leaves them zero.
+    /// tile, for the user's `m x n` problem (the kernel's tiles are of `n x m` with
+    /// [`Self::swap_ab`]). The counters must be zero before the first launch; every launch leaves
+    /// them zero.
     pub fn workspace_bytes(&self, m: u32, n: u32, batch: u32) -> u64 {
         if self.split_k <= 1 {
             return 0;
         }
-        let counters = [self.tile_slots(m, n), self.warps_per_tile() as u64, 4]
+        let (km, kn) = self.kernel_extents(m, n);
+        let counters = [self.tile_slots(km, kn), self.warps_per_tile() as u64, 4]
             .into_iter()
             .fold(batch.max(1) as u64, u64::saturating_mul);
         self.workspace_partial_bytes(m, n, batch)
@@ -509,6 +524,15 @@ mod tests {
             64 * 2 * 64 * 128 * 4 + 64 * 4 * 4
         );
         assert_eq!(big().workspace_bytes(4096, 4096, 1), 0);
+        // The transposed product tiles the user's N x M: at 300 x 2048 that is 32 x 3 tiles of
+        // 64 x 128, where the user's own 300 x 2048 would take 5 x 16.
+        let sw = WgmmaConfig { swap_ab: true, ..c };
+        assert_eq!(sw.tile_slots(2048, 300), 32 * 3);
+        assert_eq!(c.tile_slots(300, 2048), 5 * 16);
+        assert_eq!(
+            sw.workspace_bytes(300, 2048, 3),
+            3 * (32 * 3 * 2 * 64 * 128 * 4 + 32 * 3 * 4 * 4)
+        );
         let cl = WgmmaConfig {
             cluster_m: 2,
             split_k: 3,
