@@ -140,6 +140,12 @@ pub const TF32_REGISTER_A_TILES: [(u32, u32, u32, u32, bool); 6] = [
     (128, 128, 2, 6, false),
 ];
 
+/// The most K slices [`WgmmaGemm::tf32_register_a_config`] splits a thin grid into.
+pub const TF32_REGISTER_A_MAX_SPLIT: u32 = 4;
+
+/// The fewest k-blocks (of 32) each K slice of [`WgmmaGemm::tf32_register_a_config`] keeps.
+pub const TF32_REGISTER_A_MIN_SLICE_KBLOCKS: u32 = 8;
+
 /// Default configs from the largest tile to the smallest (see `default_config`).
 pub const DEFAULT_LADDER: [DefaultRung; 7] = [
     DefaultRung {
@@ -802,6 +808,20 @@ impl WgmmaGemm {
     /// the one with the most tiles, then the least padding past M. `None` outside that band or
     /// where `check` refuses the pick (a B pitch TMA cannot read in place).
     ///
+    /// Where that pick fills at most three quarters of a wave (a small N too, or a batch of
+    /// one), K is split: of the tilings with 1..=[`TF32_REGISTER_A_MAX_SPLIT`] slices of at
+    /// least [`TF32_REGISTER_A_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave of (tile,
+    /// slice) units, the one with the most units, then the fewest operand rows per unit
+    /// ((bm + bn) x its k-blocks), then the fewest slices. H100, call DJ (session 33), tf32 NN,
+    /// rtx-tune slices of every split transposed tile, against the unsplit default of the same
+    /// build in rtx-bench (cuBLAS in the same process): 128 x 2048 x 8192 61.6 -> 39.7 us
+    /// (0.73x -> 1.15x cuBLAS), 240 x 1536 x 8192 60.6 -> 41.4 (0.77x -> 1.13x), 128 x 1024 x
+    /// 4096 32.6 -> 17.2 (0.59x -> 1.10x), 64 x 1024 x 8192 60.0 -> 26.0 (0.46x -> 1.08x),
+    /// 256 x 1024 x 8192 60.2 -> 34.6 (0.67x -> 1.18x), 160 x 2048 x 4096 34.2 -> 27.8 (1.06x
+    /// -> 1.32x); each pick the winner of its slices or within 5% of it. Split 2 at full grids
+    /// lost or tied (128 x 8192^2 105.7 against 104.6 us unsplit, 256 x 8192^2 128.6 against
+    /// 115.7).
+    ///
     /// H100, call DG (session 32), tf32 NN, rtx-tune slices of every `swap_ab` config with cuBLAS
     /// in the same process, against what was served (mma.sync split-K, or wgmma through the
     /// pre-pass), each pick timed as the rule now picks it: 64 / 128 / 160 / 192 / 256 x 8192^2
@@ -836,13 +856,37 @@ impl WgmmaGemm {
                     .iter()
                     .min_by_key(|t| (tiles(t), pad(t)))
             })?;
-        let &(bm, bn, consumers, stages, tight_b) = pick;
-        let c = WgmmaConfig {
-            swap_ab: true,
-            tight_b,
-            ..WgmmaConfig::basic(bm, bn, BLOCK_K_TF32, consumers, bn, stages)
+        let config = |t: &(u32, u32, u32, u32, bool), split_k: u32| {
+            let &(bm, bn, consumers, stages, tight_b) = t;
+            WgmmaConfig {
+                swap_ab: true,
+                tight_b,
+                split_k,
+                ..WgmmaConfig::basic(bm, bn, BLOCK_K_TF32, consumers, bn, stages)
+            }
         };
-        self.check(p, &c, Arch::Sm90a).ok().map(|_| c)
+        let c = config(pick, 1);
+        self.check(p, &c, Arch::Sm90a).ok()?;
+        // A thin grid (at most three quarters of a wave): split K where that gives more work
+        // units, or as many with fewer operand bytes per unit.
+        if 4 * tiles(pick) > 3 * sms {
+            return Some(c);
+        }
+        let kblocks = p.k.div_ceil(BLOCK_K_TF32);
+        let per_unit = |t: &(u32, u32, u32, u32, bool), s: u32| {
+            u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s))
+        };
+        let best = TF32_REGISTER_A_TILES
+            .iter()
+            .flat_map(|t| (1..=TF32_REGISTER_A_MAX_SPLIT).map(move |s| (t, s)))
+            .filter(|&(t, s)| {
+                tiles(t) * u64::from(s) <= sms
+                    && (s == 1 || kblocks / s >= TF32_REGISTER_A_MIN_SLICE_KBLOCKS)
+            })
+            .map(|(t, s)| (tiles(t) * u64::from(s), per_unit(t, s), s, config(t, s)))
+            .filter(|x| self.check(p, &x.3, Arch::Sm90a).is_ok())
+            .max_by_key(|x| (x.0, std::cmp::Reverse(x.1), std::cmp::Reverse(x.2)));
+        Some(best.map_or(c, |x| x.3))
     }
 
     /// The config of one [`DEFAULT_LADDER`] rung for `problem` (the TMA-store epilogue for
@@ -1818,6 +1862,52 @@ mod tests {
                     assert!(units >= 2 * 132, "{m}x{n}: 192 x 160 below two waves");
                 }
             }
+        }
+    }
+
+    /// tf32 NN at M <= 256: the register-A transposed product's picks at the shapes measured
+    /// (H100: calls DG and DI unsplit, call DJ with split-K), as (bm, bn, consumers, split_k).
+    #[test]
+    fn tf32_register_a_default_picks_the_measured_tiles() {
+        let t = WgmmaGemm::new(132);
+        for (m, n, k, want) in [
+            // Full grids: one wave of unsplit tiles.
+            (64, 8192, 8192, (64, 64, 1, 1)),
+            (128, 8192, 8192, (64, 128, 1, 1)),
+            (160, 8192, 8192, (64, 160, 1, 1)),
+            (192, 8192, 8192, (64, 192, 1, 1)),
+            (256, 8192, 8192, (128, 128, 2, 1)),
+            (96, 4096, 4096, (64, 64, 1, 1)),
+            (256, 4096, 4096, (64, 128, 1, 1)),
+            (96, 11008, 4096, (128, 128, 2, 1)),
+            // Thin grids: split K (call DJ, rtx-tune slices against the unsplit default).
+            (128, 2048, 8192, (64, 128, 1, 4)),
+            (240, 1536, 8192, (128, 128, 2, 4)),
+            (128, 1024, 4096, (64, 64, 1, 4)),
+            (64, 1024, 8192, (64, 64, 1, 4)),
+            (256, 1024, 8192, (64, 128, 1, 4)),
+            (160, 2048, 4096, (64, 160, 1, 4)),
+        ] {
+            let p = GemmProblem::nn(m, n, k, DType::Tf32);
+            let c = t.tf32_register_a_config(&p).unwrap();
+            assert!(c.swap_ab, "{m}x{n}x{k}");
+            assert_eq!((c.bm, c.bn, c.consumers, c.split_k), want, "{m}x{n}x{k}");
+            assert!(c.units(n, m) <= 132, "{m}x{n}x{k}");
+        }
+        // Short K keeps whole slices of at least 8 k-blocks: K = 256 is not split.
+        let c = t
+            .tf32_register_a_config(&GemmProblem::nn(128, 1024, 256, DType::Tf32))
+            .unwrap();
+        assert_eq!(c.split_k, 1);
+        // The rule also splits here (64 x 160 split 2 instead of 64 x 80; 64 x 64 split 4).
+        for (m, n, k, want) in [
+            (144, 3072, 3072, (64, 160, 1, 2)),
+            (128, 1024, 1024, (64, 64, 1, 4)),
+        ] {
+            let c = t
+                .tf32_register_a_config(&GemmProblem::nn(m, n, k, DType::Tf32))
+                .unwrap();
+            assert_eq!((c.bm, c.bn, c.consumers, c.split_k), want, "{m}x{n}x{k}");
         }
     }
 
