@@ -131,7 +131,7 @@ pub const TF32_REGISTER_A_MAX_M: u32 = 256;
 /// consumer of 64 rows with 64-192 columns, or two of 64 rows sharing 128 columns (at
 /// 256 x 8192^2 114.8 us against 151.5 for 64 x 128, H100 call DG). The stage depths are those
 /// measured.
-pub const TF32_REGISTER_A_TILES: [(u32, u32, u32, u32, bool); 6] = [
+pub const TF32_REGISTER_A_TILES: [TransposedTile; 6] = [
     (64, 64, 1, 8, false),
     (64, 80, 1, 8, false),
     (64, 128, 1, 8, false),
@@ -139,6 +139,21 @@ pub const TF32_REGISTER_A_TILES: [(u32, u32, u32, u32, bool); 6] = [
     (64, 192, 1, 6, false),
     (128, 128, 2, 6, false),
 ];
+
+/// A transposed tile of [`TF32_REGISTER_A_TILES`]: `(bm, bn, consumers, stages, tight_b)`.
+pub type TransposedTile = (u32, u32, u32, u32, bool);
+
+/// The `swap_ab` config of a [`TransposedTile`], `bk` deep, in `split_k` K slices (one wgmma of
+/// the tile's width per consumer).
+fn transposed_config(t: &TransposedTile, bk: u32, split_k: u32) -> WgmmaConfig {
+    let &(bm, bn, consumers, stages, tight_b) = t;
+    WgmmaConfig {
+        swap_ab: true,
+        tight_b,
+        split_k,
+        ..WgmmaConfig::basic(bm, bn, bk, consumers, bn, stages)
+    }
+}
 
 /// The most K slices [`WgmmaGemm::tf32_register_a_config`] splits a thin grid into.
 pub const TF32_REGISTER_A_MAX_SPLIT: u32 = 4;
@@ -842,10 +857,10 @@ impl WgmmaGemm {
             return None;
         }
         let sms = u64::from(self.sm_count.max(1));
-        let tiles = |t: &(u32, u32, u32, u32, bool)| {
+        let tiles = |t: &TransposedTile| {
             u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
         };
-        let pad = |t: &(u32, u32, u32, u32, bool)| p.m.div_ceil(t.1) * t.1 - p.m;
+        let pad = |t: &TransposedTile| p.m.div_ceil(t.1) * t.1 - p.m;
         let pick = TF32_REGISTER_A_TILES
             .iter()
             .filter(|t| tiles(t) <= sms)
@@ -856,37 +871,79 @@ impl WgmmaGemm {
                     .iter()
                     .min_by_key(|t| (tiles(t), pad(t)))
             })?;
-        let config = |t: &(u32, u32, u32, u32, bool), split_k: u32| {
-            let &(bm, bn, consumers, stages, tight_b) = t;
-            WgmmaConfig {
-                swap_ab: true,
-                tight_b,
-                split_k,
-                ..WgmmaConfig::basic(bm, bn, BLOCK_K_TF32, consumers, bn, stages)
-            }
-        };
-        let c = config(pick, 1);
+        let c = transposed_config(pick, BLOCK_K_TF32, 1);
         self.check(p, &c, Arch::Sm90a).ok()?;
         // A thin grid (at most three quarters of a wave): split K where that gives more work
         // units, or as many with fewer operand bytes per unit.
         if 4 * tiles(pick) > 3 * sms {
             return Some(c);
         }
-        let kblocks = p.k.div_ceil(BLOCK_K_TF32);
-        let per_unit = |t: &(u32, u32, u32, u32, bool), s: u32| {
-            u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s))
+        Some(self.split_transposed(p, BLOCK_K_TF32).unwrap_or(c))
+    }
+
+    /// The default of f16 / bf16 NN with M <= [`TF32_REGISTER_A_MAX_M`] at a thin grid: where the
+    /// ladder's pick (`ladder`) fills at most three quarters of a wave, the transposed product
+    /// split as [`Self::split_transposed`] chooses, if that runs at least 5/4 as many work
+    /// units; else `None` (the ladder's pick stays).
+    ///
+    /// H100, call DL (session 33), bf16 NN, rtx-tune slices of the split transposed tiles
+    /// against the ladder's 64 x 64 (cuBLAS in the same process): 128 x 2048 x 8192 29.6 ->
+    /// 25.6 us, 256 x 1024 x 8192 24.4 -> 21.6, 128 x 1024 x 4096 14.0 -> 12.7 (0.83x -> 0.95x,
+    /// 0.79x -> 0.88x, 0.84x -> 0.96x cuBLAS); at 240 x 1536 x 8192 (as many units either way)
+    /// the ladder's 27.2 us against 28.0 for the split pick.
+    pub fn thin_grid_transposed_config(
+        &self,
+        p: &GemmProblem,
+        ladder: &WgmmaConfig,
+    ) -> Option<WgmmaConfig> {
+        if !matches!(p.dtype, DType::F16 | DType::Bf16)
+            || p.layout_a != Layout::Row
+            || p.layout_b != Layout::Row
+            || p.m > TF32_REGISTER_A_MAX_M
+        {
+            return None;
+        }
+        let sms = u64::from(self.sm_count.max(1));
+        let batch = u64::from(p.batch.max(1));
+        let ladder_units = ladder.units(p.m, p.n).saturating_mul(batch);
+        if 4 * ladder_units > 3 * sms {
+            return None;
+        }
+        let c = self.split_transposed(p, BLOCK_K)?;
+        (4 * c.units(p.n, p.m).saturating_mul(batch) >= 5 * ladder_units).then_some(c)
+    }
+
+    /// Of the [`TF32_REGISTER_A_TILES`] (transposed, `bk` deep) with 1..=[`TF32_REGISTER_A_MAX_SPLIT`]
+    /// K slices of at least [`TF32_REGISTER_A_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave
+    /// of (tile, slice) units: the one with the most units, then the fewest operand rows per
+    /// unit ((bm + bn) x its k-blocks), then the fewest slices; `None` where `check` refuses
+    /// every one.
+    fn split_transposed(&self, p: &GemmProblem, bk: u32) -> Option<WgmmaConfig> {
+        let sms = u64::from(self.sm_count.max(1));
+        let tiles = |t: &TransposedTile| {
+            u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
         };
-        let best = TF32_REGISTER_A_TILES
+        let kblocks = p.k.div_ceil(bk);
+        let per_unit =
+            |t: &TransposedTile, s: u32| u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s));
+        TF32_REGISTER_A_TILES
             .iter()
             .flat_map(|t| (1..=TF32_REGISTER_A_MAX_SPLIT).map(move |s| (t, s)))
             .filter(|&(t, s)| {
                 tiles(t) * u64::from(s) <= sms
                     && (s == 1 || kblocks / s >= TF32_REGISTER_A_MIN_SLICE_KBLOCKS)
             })
-            .map(|(t, s)| (tiles(t) * u64::from(s), per_unit(t, s), s, config(t, s)))
+            .map(|(t, s)| {
+                (
+                    tiles(t) * u64::from(s),
+                    per_unit(t, s),
+                    s,
+                    transposed_config(t, bk, s),
+                )
+            })
             .filter(|x| self.check(p, &x.3, Arch::Sm90a).is_ok())
-            .max_by_key(|x| (x.0, std::cmp::Reverse(x.1), std::cmp::Reverse(x.2)));
-        Some(best.map_or(c, |x| x.3))
+            .max_by_key(|x| (x.0, std::cmp::Reverse(x.1), std::cmp::Reverse(x.2)))
+            .map(|x| x.3)
     }
 
     /// The config of one [`DEFAULT_LADDER`] rung for `problem` (the TMA-store epilogue for
@@ -1306,13 +1363,18 @@ impl Template for WgmmaGemm {
     /// [`STREAM_RASTER_GROUP`] tile rows where B streams: see [`Self::b_streams`].
     ///
     /// tf32 NN with M <= 256 takes the transposed product with its A (the user's B) read into
-    /// registers instead: [`Self::tf32_register_a_config`].
+    /// registers instead: [`Self::tf32_register_a_config`]; f16 / bf16 NN with M <= 256 take the
+    /// split transposed product where the ladder leaves most SMs idle:
+    /// [`Self::thin_grid_transposed_config`].
     fn default_config(&self, problem: &GemmProblem, _arch: Arch) -> WgmmaConfig {
         if let Some(c) = self.tf32_register_a_config(problem) {
             return c;
         }
-        self.model_pick(problem)
-            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]))
+        let ladder = self
+            .model_pick(problem)
+            .unwrap_or_else(|| self.rung_config(problem, &DEFAULT_LADDER[0]));
+        self.thin_grid_transposed_config(problem, &ladder)
+            .unwrap_or(ladder)
     }
 
     fn emit(
@@ -1759,7 +1821,12 @@ mod tests {
         assert_eq!(raster(512, 512, 512), 1);
         assert_eq!(raster(64, 8192, 8192), 1);
         assert_eq!(raster(4000, 4000, 4096), 1);
-        assert_eq!(pick(128, 2048, 8192), (64, 64, 1, 10, true, true));
+        // (The ladder's pick at a thin grid; the default there is the split transposed product:
+        // `thin_grids_of_16_bit_inputs_take_the_split_transposed_product`.)
+        let thin = t
+            .model_pick(&GemmProblem::nn(128, 2048, 8192, DType::Bf16))
+            .unwrap();
+        assert_eq!((thin.bm, thin.bn, thin.stages), (64, 64, 10));
         // The 64 x 192 rung: one wave in at most three tile rows where B streams (call CF, H100:
         // 160 x 8192^2 0.96x -> 0.99x cuBLAS, 192 x 8192^2 1.02 -> 1.03x), in groups of 8; not
         // at six rows (384 x 4096^2, flat), eight or twelve (512 x 3072 x 1000 and 768 x 2048 x
@@ -1909,6 +1976,40 @@ mod tests {
                 .unwrap();
             assert_eq!((c.bm, c.bn, c.consumers, c.split_k), want, "{m}x{n}x{k}");
         }
+    }
+
+    /// f16 / bf16 NN at M <= 256: the split transposed product only where the ladder leaves
+    /// most SMs idle and the split runs at least 5/4 as many units (call DL's shapes, H100).
+    #[test]
+    fn thin_grids_of_16_bit_inputs_take_the_split_transposed_product() {
+        let t = WgmmaGemm::new(132);
+        for dtype in [DType::Bf16, DType::F16] {
+            for (m, n, k, want) in [
+                (128, 2048, 8192, Some((64, 128, 1, 4))),
+                (256, 1024, 8192, Some((64, 128, 1, 4))),
+                (128, 1024, 4096, Some((64, 64, 1, 4))),
+                (64, 1024, 8192, Some((64, 64, 1, 4))),
+                (160, 2048, 4096, Some((64, 160, 1, 4))),
+                // As many units as the ladder's 64 x 64 (96): the ladder stays.
+                (240, 1536, 8192, None),
+                // Full grids and issue 4's shapes keep the ladder.
+                (64, 8192, 8192, None),
+                (128, 8192, 8192, None),
+                (160, 8192, 8192, None),
+                (256, 8192, 8192, None),
+                (512, 512, 512, None),
+                (96, 11008, 4096, None),
+            ] {
+                let p = GemmProblem::nn(m, n, k, dtype);
+                let c = t.default_config(&p, Arch::Sm90a);
+                t.check(&p, &c, Arch::Sm90a).unwrap();
+                let got = c.swap_ab.then_some((c.bm, c.bn, c.consumers, c.split_k));
+                assert_eq!(got, want, "{dtype} {m}x{n}x{k}");
+            }
+        }
+        // Other layouts keep the ladder.
+        let nt = GemmProblem::new(128, 2048, 8192, DType::Bf16, Layout::Row, Layout::Col);
+        assert!(!t.default_config(&nt, Arch::Sm90a).swap_ab);
     }
 
     #[test]
