@@ -123,15 +123,19 @@ pub struct DefaultRung {
 /// The rung (bm, bn) tf32 is not offered below two waves of 128 x 256 (see `model_pick`).
 const TF32_SMALL_SKIPS: (u32, u32) = (192, 160);
 
-/// The largest M [`WgmmaGemm::tf32_register_a_config`] serves (tf32 NN).
-pub const TF32_REGISTER_A_MAX_M: u32 = 256;
+/// The largest M the transposed defaults serve: [`WgmmaGemm::tf32_register_a_config`] (tf32 NN)
+/// and [`WgmmaGemm::thin_grid_transposed_config`] (f16 / bf16 NN).
+pub const TRANSPOSED_MAX_M: u32 = 256;
 
-/// The tilings [`WgmmaGemm::tf32_register_a_config`] picks from, as `(bm, bn, consumers,
-/// stages, tight_b)` of the transposed product (`bm` of the user's N by `bn` of its M): one
-/// consumer of 64 rows with 64-192 columns, or two of 64 rows sharing 128 columns (at
-/// 256 x 8192^2 114.8 us against 151.5 for 64 x 128, H100 call DG). The stage depths are those
-/// measured.
-pub const TF32_REGISTER_A_TILES: [TransposedTile; 6] = [
+/// A transposed tile: `(bm, bn, consumers, stages, tight_b)` of the transposed product (`bm` of
+/// the user's N by `bn` of its M).
+pub type TransposedTile = (u32, u32, u32, u32, bool);
+
+/// The tilings the transposed defaults pick from: one consumer of 64 rows with 64-192
+/// columns, or two of 64 rows sharing 128 columns (at 256 x 8192^2 114.8 us against 151.5 for
+/// 64 x 128, tf32, H100 call DG). The stage depths are those measured (a stage holds 128 bytes
+/// of K per row for tf32 and f16 / bf16 alike).
+pub const TRANSPOSED_TILES: [TransposedTile; 6] = [
     (64, 64, 1, 8, false),
     (64, 80, 1, 8, false),
     (64, 128, 1, 8, false),
@@ -139,9 +143,6 @@ pub const TF32_REGISTER_A_TILES: [TransposedTile; 6] = [
     (64, 192, 1, 6, false),
     (128, 128, 2, 6, false),
 ];
-
-/// A transposed tile of [`TF32_REGISTER_A_TILES`]: `(bm, bn, consumers, stages, tight_b)`.
-pub type TransposedTile = (u32, u32, u32, u32, bool);
 
 /// The `swap_ab` config of a [`TransposedTile`], `bk` deep, in `split_k` K slices (one wgmma of
 /// the tile's width per consumer).
@@ -155,11 +156,16 @@ fn transposed_config(t: &TransposedTile, bk: u32, split_k: u32) -> WgmmaConfig {
     }
 }
 
-/// The most K slices [`WgmmaGemm::tf32_register_a_config`] splits a thin grid into.
-pub const TF32_REGISTER_A_MAX_SPLIT: u32 = 4;
+/// Tiles of `t` over `p`'s transposed product (N x M), times its batch.
+fn transposed_tiles(p: &GemmProblem, t: &TransposedTile) -> u64 {
+    u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
+}
 
-/// The fewest k-blocks (of 32) each K slice of [`WgmmaGemm::tf32_register_a_config`] keeps.
-pub const TF32_REGISTER_A_MIN_SLICE_KBLOCKS: u32 = 8;
+/// The most K slices the transposed defaults split a thin grid into.
+pub const TRANSPOSED_MAX_SPLIT: u32 = 4;
+
+/// The fewest k-blocks (128 bytes of K each) a K slice of the transposed defaults keeps.
+pub const TRANSPOSED_MIN_SLICE_KBLOCKS: u32 = 8;
 
 /// Default configs from the largest tile to the smallest (see `default_config`).
 pub const DEFAULT_LADDER: [DefaultRung; 7] = [
@@ -816,16 +822,16 @@ impl WgmmaGemm {
         Ok(())
     }
 
-    /// The default of tf32 with row-major A and B (NN) and M <= [`TF32_REGISTER_A_MAX_M`]: the
+    /// The default of tf32 with row-major A and B (NN) and M <= [`TRANSPOSED_MAX_M`]: the
     /// transposed product (`swap_ab`) with the user's B read into registers, so no pre-pass
     /// stages B. Each tile is 64 (one consumer) or 128 (two) of N by `bn` of M. The pick fills at
-    /// most one wave: of the [`TF32_REGISTER_A_TILES`] whose tiles number at most the SM count,
+    /// most one wave: of the [`TRANSPOSED_TILES`] whose tiles number at most the SM count,
     /// the one with the most tiles, then the least padding past M. `None` outside that band or
     /// where `check` refuses the pick (a B pitch TMA cannot read in place).
     ///
-    /// Where that pick fills at most three quarters of a wave (a small N too, or a batch of
-    /// one), K is split: of the tilings with 1..=[`TF32_REGISTER_A_MAX_SPLIT`] slices of at
-    /// least [`TF32_REGISTER_A_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave of (tile,
+    /// Where that pick fills at most three quarters of a wave (a small N too), K is split
+    /// (`split_transposed`): of the tilings with 1..=[`TRANSPOSED_MAX_SPLIT`] slices of at
+    /// least [`TRANSPOSED_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave of (tile,
     /// slice) units, the one with the most units, then the fewest operand rows per unit
     /// ((bm + bn) x its k-blocks), then the fewest slices. H100, call DJ (session 33), tf32 NN,
     /// rtx-tune slices of every split transposed tile, against the unsplit default of the same
@@ -839,7 +845,7 @@ impl WgmmaGemm {
     ///
     /// H100, call DG (session 32), tf32 NN, rtx-tune slices of every `swap_ab` config with cuBLAS
     /// in the same process, against what was served (mma.sync split-K, or wgmma through the
-    /// pre-pass), each pick timed as the rule now picks it: 64 / 128 / 160 / 192 / 256 x 8192^2
+    /// pre-pass), each pick timed as the rule picked it before split-K (3a3fdb8): 64 / 128 / 160 / 192 / 256 x 8192^2
     /// 100.7 / 103.1 / 104.3 / 107.6 / 114.8 us (1.09 / 1.08 / 1.51 / 2.05 / 1.08x cuBLAS;
     /// served at 128 / 160 / 256: 163.3 / 305.6 / 271.3 us); 96 x 4096^2 42.9 us (1.01x; served
     /// 64.7), 144 x 3072^2 64 x 80 31.6 us (1.11x; served 65.3), 128 x 2048 x 8192 60.9 (0.76x;
@@ -852,24 +858,20 @@ impl WgmmaGemm {
         if p.dtype != DType::Tf32
             || p.layout_a != Layout::Row
             || p.layout_b != Layout::Row
-            || p.m > TF32_REGISTER_A_MAX_M
+            || p.m > TRANSPOSED_MAX_M
         {
             return None;
         }
         let sms = u64::from(self.sm_count.max(1));
-        let tiles = |t: &TransposedTile| {
-            u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
-        };
+        let tiles = |t: &TransposedTile| transposed_tiles(p, t);
         let pad = |t: &TransposedTile| p.m.div_ceil(t.1) * t.1 - p.m;
-        let pick = TF32_REGISTER_A_TILES
+        let pick = TRANSPOSED_TILES
             .iter()
             .filter(|t| tiles(t) <= sms)
             .max_by_key(|t| (tiles(t), std::cmp::Reverse(pad(t))))
             .or_else(|| {
                 // Every tiling runs more than one wave: the one with the fewest tiles.
-                TF32_REGISTER_A_TILES
-                    .iter()
-                    .min_by_key(|t| (tiles(t), pad(t)))
+                TRANSPOSED_TILES.iter().min_by_key(|t| (tiles(t), pad(t)))
             })?;
         let c = transposed_config(pick, BLOCK_K_TF32, 1);
         self.check(p, &c, Arch::Sm90a).ok()?;
@@ -881,9 +883,9 @@ impl WgmmaGemm {
         Some(self.split_transposed(p, BLOCK_K_TF32).unwrap_or(c))
     }
 
-    /// The default of f16 / bf16 NN with M <= [`TF32_REGISTER_A_MAX_M`] at a thin grid: where the
+    /// The default of f16 / bf16 NN with M <= [`TRANSPOSED_MAX_M`] at a thin grid: where the
     /// ladder's pick (`ladder`) fills at most three quarters of a wave, the transposed product
-    /// split as [`Self::split_transposed`] chooses, if that runs at least twice as many work
+    /// split as `split_transposed` chooses, if that runs at least twice as many work
     /// units; else `None` (the ladder's pick stays).
     ///
     /// H100, bf16 / f16 NN, against the ladder's 64 x 64 (cuBLAS in the same process). Call DL
@@ -902,7 +904,7 @@ impl WgmmaGemm {
         if !matches!(p.dtype, DType::F16 | DType::Bf16)
             || p.layout_a != Layout::Row
             || p.layout_b != Layout::Row
-            || p.m > TF32_REGISTER_A_MAX_M
+            || p.m > TRANSPOSED_MAX_M
         {
             return None;
         }
@@ -916,25 +918,23 @@ impl WgmmaGemm {
         (c.units(p.n, p.m).saturating_mul(batch) >= 2 * ladder_units).then_some(c)
     }
 
-    /// Of the [`TF32_REGISTER_A_TILES`] (transposed, `bk` deep) with 1..=[`TF32_REGISTER_A_MAX_SPLIT`]
-    /// K slices of at least [`TF32_REGISTER_A_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave
+    /// Of the [`TRANSPOSED_TILES`] (transposed, `bk` deep) with 1..=[`TRANSPOSED_MAX_SPLIT`]
+    /// K slices of at least [`TRANSPOSED_MIN_SLICE_KBLOCKS`] k-blocks and at most one wave
     /// of (tile, slice) units: the one with the most units, then the fewest operand rows per
     /// unit ((bm + bn) x its k-blocks), then the fewest slices; `None` where `check` refuses
     /// every one.
     fn split_transposed(&self, p: &GemmProblem, bk: u32) -> Option<WgmmaConfig> {
         let sms = u64::from(self.sm_count.max(1));
-        let tiles = |t: &TransposedTile| {
-            u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
-        };
+        let tiles = |t: &TransposedTile| transposed_tiles(p, t);
         let kblocks = p.k.div_ceil(bk);
         let per_unit =
             |t: &TransposedTile, s: u32| u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s));
-        TF32_REGISTER_A_TILES
+        TRANSPOSED_TILES
             .iter()
-            .flat_map(|t| (1..=TF32_REGISTER_A_MAX_SPLIT).map(move |s| (t, s)))
+            .flat_map(|t| (1..=TRANSPOSED_MAX_SPLIT).map(move |s| (t, s)))
             .filter(|&(t, s)| {
                 tiles(t) * u64::from(s) <= sms
-                    && (s == 1 || kblocks / s >= TF32_REGISTER_A_MIN_SLICE_KBLOCKS)
+                    && (s == 1 || kblocks / s >= TRANSPOSED_MIN_SLICE_KBLOCKS)
             })
             .map(|(t, s)| {
                 (
