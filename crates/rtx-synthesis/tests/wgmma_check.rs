@@ -333,6 +333,33 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    /// NN at small M (the transposed defaults' band): the default passes `check`, and where it
+    /// splits K it is the transposed product in at most one wave of (tile, slice) units, each
+    /// slice at least 8 k-blocks deep.
+    #[test]
+    fn small_m_defaults_pass_check_and_split_within_a_wave(
+        dtype in prop_oneof![Just(DType::Tf32), Just(DType::Bf16), Just(DType::F16)],
+        m in 1u32..=256,
+        n8 in 1u32..=2048,
+        k8 in 1u32..=2048,
+        batch in 1u32..=3,
+    ) {
+        let t = WgmmaGemm::default();
+        let p = GemmProblem::nn(m, 8 * n8, 8 * k8, dtype).batched(batch);
+        let c = t.default_config(&p, Arch::Sm90a);
+        prop_assert!(t.check(&p, &c, Arch::Sm90a).is_ok(), "{:?}", c);
+        if c.split_k > 1 {
+            prop_assert!(c.swap_ab);
+            let bk = WgmmaGemm::block_k(dtype).unwrap();
+            prop_assert!(p.k.div_ceil(bk) / c.split_k >= 8);
+            prop_assert!(c.units(p.n, p.m) * u64::from(batch) <= 132);
+        }
+    }
+}
+
 #[test]
 fn every_valid_space_config_emits() {
     let t = WgmmaGemm::default();
