@@ -156,6 +156,12 @@ fn transposed_config(t: &TransposedTile, bk: u32, split_k: u32) -> WgmmaConfig {
     }
 }
 
+/// Whether `p` is in the transposed defaults' band: NN (both operands row-major) with M <=
+/// [`TRANSPOSED_MAX_M`].
+fn in_transposed_band(p: &GemmProblem) -> bool {
+    p.layout_a == Layout::Row && p.layout_b == Layout::Row && p.m <= TRANSPOSED_MAX_M
+}
+
 /// Tiles of `t` over `p`'s transposed product (N x M), times its batch.
 fn transposed_tiles(p: &GemmProblem, t: &TransposedTile) -> u64 {
     u64::from(p.n.div_ceil(t.0)) * u64::from(p.m.div_ceil(t.1)) * u64::from(p.batch.max(1))
@@ -845,8 +851,9 @@ impl WgmmaGemm {
     ///
     /// H100, call DG (session 32), tf32 NN, rtx-tune slices of every `swap_ab` config with cuBLAS
     /// in the same process, against what was served (mma.sync split-K, or wgmma through the
-    /// pre-pass), each pick timed as the rule picked it before split-K (3a3fdb8): 64 / 128 / 160 / 192 / 256 x 8192^2
-    /// 100.7 / 103.1 / 104.3 / 107.6 / 114.8 us (1.09 / 1.08 / 1.51 / 2.05 / 1.08x cuBLAS;
+    /// pre-pass), each pick timed as the rule picked it before split-K (3a3fdb8): 64 / 128 /
+    /// 160 / 192 / 256 x 8192^2 100.7 / 103.1 / 104.3 / 107.6 / 114.8 us (1.09 / 1.08 / 1.51 /
+    /// 2.05 / 1.08x cuBLAS;
     /// served at 128 / 160 / 256: 163.3 / 305.6 / 271.3 us); 96 x 4096^2 42.9 us (1.01x; served
     /// 64.7), 144 x 3072^2 64 x 80 31.6 us (1.11x; served 65.3), 128 x 2048 x 8192 60.9 (0.76x;
     /// served 75.2), 240 x 1536 x 8192 61.5 (0.77x; served 95.0), 128 x 1024^2 12.1 (1.02x;
@@ -855,11 +862,7 @@ impl WgmmaGemm {
     /// alternatives lost where they run more than one wave (64 x 64 at 128 x 8192^2: 126.3 us,
     /// 64 x 128 at 256 x 8192^2: 151.5) or leave it half empty (64 x 128 at 96 x 4096^2: 48.0).
     pub fn tf32_register_a_config(&self, p: &GemmProblem) -> Option<WgmmaConfig> {
-        if p.dtype != DType::Tf32
-            || p.layout_a != Layout::Row
-            || p.layout_b != Layout::Row
-            || p.m > TRANSPOSED_MAX_M
-        {
+        if p.dtype != DType::Tf32 || !in_transposed_band(p) {
             return None;
         }
         let sms = u64::from(self.sm_count.max(1));
@@ -901,11 +904,7 @@ impl WgmmaGemm {
         p: &GemmProblem,
         ladder: &WgmmaConfig,
     ) -> Option<WgmmaConfig> {
-        if !matches!(p.dtype, DType::F16 | DType::Bf16)
-            || p.layout_a != Layout::Row
-            || p.layout_b != Layout::Row
-            || p.m > TRANSPOSED_MAX_M
-        {
+        if !matches!(p.dtype, DType::F16 | DType::Bf16) || !in_transposed_band(p) {
             return None;
         }
         let sms = u64::from(self.sm_count.max(1));
@@ -925,26 +924,17 @@ impl WgmmaGemm {
     /// every one.
     fn split_transposed(&self, p: &GemmProblem, bk: u32) -> Option<WgmmaConfig> {
         let sms = u64::from(self.sm_count.max(1));
-        let tiles = |t: &TransposedTile| transposed_tiles(p, t);
         let kblocks = p.k.div_ceil(bk);
-        let per_unit =
-            |t: &TransposedTile, s: u32| u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s));
         TRANSPOSED_TILES
             .iter()
             .flat_map(|t| (1..=TRANSPOSED_MAX_SPLIT).map(move |s| (t, s)))
-            .filter(|&(t, s)| {
-                tiles(t) * u64::from(s) <= sms
-                    && (s == 1 || kblocks / s >= TRANSPOSED_MIN_SLICE_KBLOCKS)
-            })
+            .filter(|&(_, s)| s == 1 || kblocks / s >= TRANSPOSED_MIN_SLICE_KBLOCKS)
             .map(|(t, s)| {
-                (
-                    tiles(t) * u64::from(s),
-                    per_unit(t, s),
-                    s,
-                    transposed_config(t, bk, s),
-                )
+                let units = transposed_tiles(p, t) * u64::from(s);
+                let rows_per_unit = u64::from(t.0 + t.1) * u64::from(kblocks.div_ceil(s));
+                (units, rows_per_unit, s, transposed_config(t, bk, s))
             })
-            .filter(|x| self.check(p, &x.3, Arch::Sm90a).is_ok())
+            .filter(|x| x.0 <= sms && self.check(p, &x.3, Arch::Sm90a).is_ok())
             .max_by_key(|x| (x.0, std::cmp::Reverse(x.1), std::cmp::Reverse(x.2)))
             .map(|x| x.3)
     }
@@ -1276,6 +1266,7 @@ impl Template for WgmmaGemm {
             Self::check_tf32_swap(problem).map_err(fail)?;
         }
         // Everything below is about the product the kernel computes (transposed with swap_ab).
+        let user = problem;
         let view = Self::view(problem, config);
         let problem = &view;
         if let Some(bk) = Self::block_k(problem.dtype) {
@@ -1330,13 +1321,8 @@ impl Template for WgmmaGemm {
             return Err(fail(format!("cluster_k={} exceeds the {kblocks} k-blocks of K={}: every CTA of the cluster needs one", config.cluster_k, problem.k)));
         }
         // The kernel indexes the partials (float4s) and counters with 32-bit unsigned math.
-        // (`workspace_bytes` takes the user's extents; `problem` is the kernel's here.)
-        let (um, un) = if config.swap_ab {
-            (problem.n, problem.m)
-        } else {
-            (problem.m, problem.n)
-        };
-        if config.workspace_bytes(um, un, problem.batch) / 16 >= i32::MAX as u64 {
+        // (`workspace_bytes` takes the user's extents.)
+        if config.workspace_bytes(user.m, user.n, user.batch) / 16 >= i32::MAX as u64 {
             return Err(fail(
                 "split-K workspace exceeds 2^31 float4s (32 GiB): too large to index".to_string(),
             ));
