@@ -1042,7 +1042,13 @@ fn transposed_product_with_split_k_compiles() {
     // The defaults that split at thin grids (tf32 and f16 / bf16 NN at M <= 256).
     let mut seen = std::collections::HashSet::new();
     for dtype in [DType::Tf32, DType::Bf16, DType::F16] {
-        for (m, n, k) in [(128, 2048, 8192), (64, 1024, 8192), (128, 1024, 4096)] {
+        for (m, n, k) in [
+            (128, 2048, 8192),
+            (64, 1024, 8192),
+            (128, 1024, 4096),
+            (256, 1024, 8192),
+            (96, 1024, 8192),
+        ] {
             let p = GemmProblem::nn(m, n, k, dtype);
             let c = t.default_config(&p, Arch::Sm90a);
             assert!(c.swap_ab && c.split_k > 1, "{dtype} {m}x{n}x{k}: {c:?}");
