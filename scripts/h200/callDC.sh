@@ -19,13 +19,22 @@
 # scripts/h200/patches/cn_small_m_default.patch` at main since 35e29c6; session 31's was built at
 # 524cc89, the same code). The base / sw / cn bundles of session 31 were built at 1e8a8b1 (single
 # transposed stores; main's served kernels are the same at both commits).
+# Optional fifth arm sn (session 35, `BSN`): main plus sn_small_m_default.patch, the sw tiles
+# (64 x 128 / 64 x 160 transposed, 8 stages) with two column-split consumers (`split_n`, each
+# owning half of M: 64 x 64 / 64 x 80), which call DB timed within 2% of cuBLAS on the H100
+# (`cargo xtask gpu-bundle --out .devrun_sn --tests none --patch
+# scripts/h200/patches/sn_small_m_default.patch`). The f64 reference test of a winning cv or sn
+# runs main's `swsn_` / `swcn_` / `swtb_` / `sw_` cases from the base bundle (the patches change
+# only which config is the default). Session 35's command: `ARMS="cv sn" ROUNDS=2 FULL=0
+# BASE=$PWD/.devrun_dm BCV=$PWD/.devrun_cv BSN=$PWD/.devrun_sn bash scripts/h200/h200_only.sh
+# scripts/h200/callDC.sh` (about 6 minutes).
 # Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash
 #   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles, `rtx-tune` removed from all
 #   but the base to stay under the 64 MiB carry limit; about 7 minutes on an
 #   H200 with three arms, 8 with four; timeout_s 590). ARMS="cn cv" FULL=0 NO_SLICES=1 for a short budget.
 set -u; B=$BASE; . "$(dirname "$0")/env.sh"
 pack() { tar -C $R -czf $OUT/callDC.tgz . ; }
-bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; cv) echo $BCV ;; esac; }
+bundle() { case $1 in base) echo $BASE ;; sw) echo $BSW ;; cn) echo $BCN ;; cv) echo $BCV ;; sn) echo $BSN ;; esac; }
 # ARMS (default "sw cn", "sw cn cv" with BCV) picks the arms run against base.
 DEF="sw cn"; [ -n "${BCV:-}" ] && DEF="sw cn cv"; ARMS=${ARMS:-$DEF}
 { echo "base $(cat $BASE/BUILD)"; for a in $ARMS; do echo "$a $(cat $(bundle $a)/BUILD)"; done; } >> $R/build.txt
@@ -38,8 +47,8 @@ rotated_rounds ${ROUNDS:-2} base $ARMS
 date -u +"abc end %T" >> $R/smi.txt
 win=$(python3 "$(dirname "$0")/pick_arm.py" $R base $ARMS)
 echo "picked: ${win:-none}"; cat $R/pick.txt
-if [ "$win" = cv ]; then
-  B=$BCV wgmma_f64_test 60 $SWAP_CASES test_sw_cv.log
+if [ "$win" = cv ] || [ "$win" = sn ]; then
+  B=$BASE wgmma_f64_test 60 $SWAP_CASES test_sw_$win.log
   pack
 fi
 # FULL=0 skips the whole-suite run after a win, NO_SLICES=1 the slices after none (short budgets).
