@@ -338,19 +338,22 @@ impl WgmmaConfig {
         (left / WARPGROUP.saturating_mul(self.consumers.max(1)) / 8 * 8).min(240)
     }
 
-    /// Number of tile rows / columns of C for an `m x n` problem: `(tiles_m, tiles_n)`.
+    /// Number of tile rows / columns of C for the kernel's `m x n` (the user's `n x m` under
+    /// [`Self::swap_ab`]; `WgmmaGemm::view` gives it): `(tiles_m, tiles_n)`.
     pub fn tiles(&self, m: u32, n: u32) -> (u32, u32) {
         (m.div_ceil(self.bm.max(1)), n.div_ceil(self.bn.max(1)))
     }
 
-    /// Work units of an `m x n` problem (per batch entry): cluster tiles times `split_k`.
+    /// Work units of the kernel's `m x n` (per batch entry; the user's `n x m` under
+    /// [`Self::swap_ab`]): cluster tiles times `split_k`.
     pub fn units(&self, m: u32, n: u32) -> u64 {
         let (tm, tn) = self.tiles(m, n);
         (tm.div_ceil(self.cluster_m.max(1)) as u64 * tn.div_ceil(self.cluster_n.max(1)) as u64)
             .saturating_mul(self.split_k.max(1) as u64)
     }
 
-    /// Tile slots of the split-K workspace per batch entry (tile rows rounded up to whole clusters).
+    /// Tile slots of the split-K workspace per batch entry (tile rows rounded up to whole
+    /// clusters) of the kernel's `m x n`, as [`Self::tiles`].
     pub fn tile_slots(&self, m: u32, n: u32) -> u64 {
         let (tm, tn) = self.tiles(m, n);
         let cl = self.cluster_m.max(1) as u64;
