@@ -27,7 +27,9 @@
 # runs main's `swsn_` / `swcn_` / `swtb_` / `sw_` cases from the base bundle (the patches change
 # only which config is the default). Session 35's command: `ARMS="cv sn" ROUNDS=2 FULL=0
 # BASE=$PWD/.devrun_dm BCV=$PWD/.devrun_cv BSN=$PWD/.devrun_sn bash scripts/h200/h200_only.sh
-# scripts/h200/callDC.sh` (about 6 minutes).
+# scripts/h200/callDC.sh` (about 6 minutes). A winning sn is adopted with `git apply
+# scripts/h200/patches/adopt_sn_small_m.patch` (session 36), a winning cv with
+# `adopt_cn_small_m.patch`.
 # Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash
 #   scripts/h200/h200_only.sh scripts/h200/callDC.sh (carry the bundles, `rtx-tune` removed from all
 #   but the base to stay under the 64 MiB carry limit; about 7 minutes on an
