@@ -10,6 +10,8 @@ pub mod elementwise;
 pub mod gemm;
 pub mod reduce;
 #[cfg(test)]
+pub(crate) mod test_checks;
+#[cfg(test)]
 pub(crate) mod test_strategies;
 
 use crate::Arch;

@@ -1437,6 +1437,7 @@ impl Template for WgmmaGemm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_checks::assert_refused;
     use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
@@ -1543,11 +1544,7 @@ mod tests {
         let code = t.emit(&tf, &c, Arch::Sm90a).unwrap().code;
         assert!(code.contains("wgmma_m64n160k8_rs(") && !code.contains("int prepass"));
         let tn = GemmProblem::new(160, 8192, 1024, DType::Tf32, Layout::Col, Layout::Row);
-        assert!(t
-            .check(&tn, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("row-major A"));
+        assert_refused(&t, &tn, &c, Arch::Sm90a, "row-major A");
     }
 
     /// A swap_ab kernel is the kernel of the transposed problem (same config without swap_ab)
@@ -1674,36 +1671,22 @@ mod tests {
             bk: 64,
             ..c.clone()
         };
-        assert!(t
-            .check(&nt, &wide, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("bk=64 must be 32 for tf32"));
+        assert_refused(&t, &nt, &wide, Arch::Sm90a, "bk=64 must be 32 for tf32");
         let bf = GemmProblem::new(4096, 4096, 4096, DType::Bf16, Layout::Row, Layout::Col);
-        assert!(t
-            .check(&bf, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("bk=32 must be 64 for bf16"));
-        assert!(t
-            .check(
-                &nt,
-                &WgmmaConfig {
-                    bk: 16,
-                    ..c.clone()
-                },
-                Arch::Sm90a
-            )
-            .unwrap_err()
-            .reason
-            .contains("bk=16"));
+        assert_refused(&t, &bf, &c, Arch::Sm90a, "bk=32 must be 64 for bf16");
+        assert_refused(
+            &t,
+            &nt,
+            &WgmmaConfig {
+                bk: 16,
+                ..c.clone()
+            },
+            Arch::Sm90a,
+            "bk=16",
+        );
         // K-major tf32 operands are read by TMA in place: 16-byte pitches (4 elements).
         let odd = GemmProblem::new(256, 256, 1002, DType::Tf32, Layout::Row, Layout::Col);
-        assert!(t
-            .check(&odd, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("lda=1002"));
+        assert_refused(&t, &odd, &c, Arch::Sm90a, "lda=1002");
         // A staged (row-major) B may have any pitch; A is still read in place.
         let nn = GemmProblem {
             lda: 1004,
@@ -1725,11 +1708,7 @@ mod tests {
         };
         t.check(&short, &sk, Arch::Sm90a).unwrap();
         let sk4 = WgmmaConfig { split_k: 4, ..sk };
-        assert!(t
-            .check(&short, &sk4, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("3 k-blocks"));
+        assert_refused(&t, &short, &sk4, Arch::Sm90a, "3 k-blocks");
         // Split-K with 128 accumulators at 384 threads spills (seen for bf16 NN 256x64 ping-pong
         // and beside the tf32 pre-pass), so it is refused for every layout.
         let pp = WgmmaConfig {
@@ -1744,11 +1723,7 @@ mod tests {
         };
         let nn4 = GemmProblem::nn(4096, 4096, 4096, DType::Tf32);
         for p in [&nt, &nn4] {
-            assert!(t
-                .check(p, &pp, Arch::Sm90a)
-                .unwrap_err()
-                .reason
-                .contains("the fix-up spills"));
+            assert_refused(&t, p, &pp, Arch::Sm90a, "the fix-up spills");
         }
         t.check(
             &nt,
@@ -2017,27 +1992,15 @@ mod tests {
             cluster_m: 1,
             ..c.clone()
         };
-        assert!(t
-            .check(&p, &sk, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("split_k=2"));
+        assert_refused(&t, &p, &sk, Arch::Sm90a, "split_k=2");
         let mut odd = p;
         odd.ldc = 524; // 1048 bytes
-        assert!(t
-            .check(&odd, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("ldc=524"));
+        assert_refused(&t, &odd, &c, Arch::Sm90a, "ldc=524");
         odd.ldc = 528;
         t.check(&odd, &c, Arch::Sm90a).unwrap();
         let mut b = GemmProblem::nn(64, 520, 64, DType::Bf16).batched(2);
         b.stride_c = 64 * 520 + 4; // 8-byte aligned only
-        assert!(t
-            .check(&b, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("stride_c"));
+        assert_refused(&t, &b, &c, Arch::Sm90a, "stride_c");
         let space = t.valid_space(&p, Arch::Sm90a);
         assert!(space.iter().any(|c| c.tma_store && c.pingpong));
         assert!(space
@@ -2145,43 +2108,19 @@ mod tests {
         let t = WgmmaGemm::default();
         let p = GemmProblem::nn(256, 256, 256, DType::Bf16);
         let c = t.rung_config(&p, &DEFAULT_LADDER[0]);
-        assert!(t
-            .check(&p, &c, Arch::Sm120)
-            .unwrap_err()
-            .reason
-            .contains("sm_90a"));
-        assert!(t
-            .check(&p, &c, Arch::Sm80)
-            .unwrap_err()
-            .reason
-            .contains("sm_90a"));
+        assert_refused(&t, &p, &c, Arch::Sm120, "sm_90a");
+        assert_refused(&t, &p, &c, Arch::Sm80, "sm_90a");
         let f32p = GemmProblem::nn(256, 256, 256, DType::F32);
-        assert!(t
-            .check(&f32p, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("dtype f32"));
+        assert_refused(&t, &f32p, &c, Arch::Sm90a, "dtype f32");
         let odd = GemmProblem::new(256, 256, 1001, DType::F16, Layout::Row, Layout::Col);
-        assert!(t
-            .check(&odd, &c, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("lda=1001"));
+        assert_refused(&t, &odd, &c, Arch::Sm90a, "lda=1001");
         let big = WgmmaConfig {
             stages: 5,
             ..c.clone()
         };
-        assert!(t
-            .check(&p, &big, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("shared memory"));
+        assert_refused(&t, &p, &big, Arch::Sm90a, "shared memory");
         let fat = WgmmaConfig { bm: 256, ..c };
-        assert!(t
-            .check(&p, &fat, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("accumulators"));
+        assert_refused(&t, &p, &fat, Arch::Sm90a, "accumulators");
     }
 
     /// Batch strides whose byte size overflows used to panic (debug) or wrap (release) in
@@ -2274,21 +2213,13 @@ mod tests {
             split_k: 17,
             ..sk.clone()
         };
-        assert!(t
-            .check(&p, &deep, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("split_k=17"));
+        assert_refused(&t, &p, &deep, Arch::Sm90a, "split_k=17");
         let short = GemmProblem::new(64, 8192, 128, DType::Bf16, Layout::Row, Layout::Col);
         let four = WgmmaConfig {
             split_k: 4,
             ..sk.clone()
         };
-        assert!(t
-            .check(&short, &four, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("k-blocks"));
+        assert_refused(&t, &short, &four, Arch::Sm90a, "k-blocks");
         let pp = WgmmaConfig {
             bm: 64,
             bn: 256,
@@ -2303,26 +2234,14 @@ mod tests {
             consumers: 1,
             ..pp.clone()
         };
-        assert!(t
-            .check(&p, &pp1, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("pingpong"));
+        assert_refused(&t, &p, &pp1, Arch::Sm90a, "pingpong");
         let ppn = WgmmaConfig {
             persistent: false,
             ..pp.clone()
         };
-        assert!(t
-            .check(&p, &ppn, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("persistent"));
+        assert_refused(&t, &p, &ppn, Arch::Sm90a, "persistent");
         let ppfat = WgmmaConfig { bm: 128, ..pp };
-        assert!(t
-            .check(&p, &ppfat, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("accumulators"));
+        assert_refused(&t, &p, &ppfat, Arch::Sm90a, "accumulators");
     }
 
     #[test]
@@ -2398,11 +2317,13 @@ mod tests {
         }
         // Each CTA of the pair needs a k-block.
         let one_kblock = GemmProblem::nn(1024, 1024, 64, DType::Bf16);
-        assert!(t
-            .check(&one_kblock, &ck, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("cluster_k=2 exceeds the 1 k-blocks"));
+        assert_refused(
+            &t,
+            &one_kblock,
+            &ck,
+            Arch::Sm90a,
+            "cluster_k=2 exceeds the 1 k-blocks",
+        );
         // The reduction buffer (one consumer's 64 accumulators x 128 threads) no longer fits
         // beside 6 stages and the TMA-store boxes.
         let fat = WgmmaConfig {
@@ -2411,11 +2332,7 @@ mod tests {
             persistent: true,
             ..ck.clone()
         };
-        assert!(t
-            .check(&p, &fat, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("shared memory"));
+        assert_refused(&t, &p, &fat, Arch::Sm90a, "shared memory");
         // Slower where measured (call AQ): only the experimental template offers them.
         assert!(!t.space(&p, Arch::Sm90a).iter().any(|c| c.cluster_k > 1));
         let x = WgmmaGemm {
