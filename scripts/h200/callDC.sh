@@ -26,9 +26,9 @@
 # scripts/h200/patches/sn_small_m_default.patch`). The f64 reference test of a winning cv or sn
 # runs main's `swsn_` / `swcn_` / `swtb_` / `sw_` cases from the base bundle (the patches change
 # only which config is the default), so since session 35 the cv bundle needs no tests either
-# (`--tests none`; the one built with `--tests wgmma_gpu` carries a test binary nothing runs). Session 35's command: `ARMS="cv sn" ROUNDS=2 FULL=0
-# BASE=$PWD/.devrun_dm BCV=$PWD/.devrun_cv BSN=$PWD/.devrun_sn bash scripts/h200/h200_only.sh
-# scripts/h200/callDC.sh` (about 6 minutes). A winning sn is adopted with `git apply
+# (`--tests none`; the one built with `--tests wgmma_gpu` carries a test binary nothing runs).
+# Session 35's command: `ARMS="cv sn" ROUNDS=2 FULL=0 BASE=$PWD/.devrun_dm BCV=$PWD/.devrun_cv
+# BSN=$PWD/.devrun_sn bash scripts/h200/h200_only.sh scripts/h200/callDC.sh` (about 6 minutes). A winning sn is adopted with `git apply
 # scripts/h200/patches/adopt_sn_small_m.patch` (session 36), a winning cv with
 # `adopt_cn_small_m.patch`.
 # Run: BASE=$PWD/.devrun BSW=$PWD/.devrun_sw BCN=$PWD/.devrun_cn [BCV=$PWD/.devrun_cv] bash

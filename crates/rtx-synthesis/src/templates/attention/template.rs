@@ -276,6 +276,7 @@ impl Template for AttentionTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_checks::assert_refused;
     use crate::templates::test_strategies::field;
     use proptest::prelude::*;
 
@@ -360,16 +361,11 @@ mod tests {
                 "register",
             ),
         ] {
-            let e = t.check(&p, &bad, arch).unwrap_err();
-            assert!(e.reason.contains(word), "{bad:?} on {arch}: {e}");
+            assert_refused(&t, &p, &bad, arch, word);
             assert!(t.emit(&p, &bad, arch).is_err());
         }
         let bad_problem = AttentionProblem { seq_q: 0, ..p };
-        assert!(t
-            .check(&bad_problem, &ok, Arch::Sm90a)
-            .unwrap_err()
-            .reason
-            .contains("seq_q"));
+        assert_refused(&t, &bad_problem, &ok, Arch::Sm90a, "seq_q");
     }
 
     #[test]

@@ -488,6 +488,7 @@ impl Template for SimtGemm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_checks::assert_refused;
     use crate::DType;
 
     #[test]
@@ -543,10 +544,6 @@ mod tests {
         assert_eq!(c.vec, 1);
         t.check(&p, &c, Arch::Sm80).unwrap();
         let bad = SimtConfig { vec: 4, ..c };
-        assert!(t
-            .check(&p, &bad, Arch::Sm80)
-            .unwrap_err()
-            .reason
-            .contains("lda"));
+        assert_refused(&t, &p, &bad, Arch::Sm80, "lda");
     }
 }

@@ -722,6 +722,7 @@ impl Template for RowReduceTemplate {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::templates::test_checks::assert_refused;
     use crate::templates::test_strategies::field;
     use crate::DType;
     use proptest::prelude::*;
@@ -820,8 +821,7 @@ mod tests {
                 "register",
             ),
         ] {
-            let e = t.check(&p, &bad, Arch::Sm90a).unwrap_err();
-            assert!(e.reason.contains(word), "{bad:?}: {e}");
+            assert_refused(&t, &p, &bad, Arch::Sm90a, word);
         }
     }
 
@@ -837,8 +837,7 @@ mod tests {
             rows_per_block: 1 << 27,
             strategy: RowStrategy::Registers { chunks: 1 },
         };
-        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err();
-        assert!(e.reason.contains("block"), "{e}");
+        assert_refused(&t, &p, &c, Arch::Sm90a, "block");
         // 2^29 chunks x 8 elements used to wrap to 0 cached values and pass.
         let p = RowProblem::softmax(4, 64, DType::F16);
         let c = RowConfig {
@@ -847,8 +846,7 @@ mod tests {
             rows_per_block: 1,
             strategy: RowStrategy::Registers { chunks: 1 << 29 },
         };
-        let e = t.check(&p, &c, Arch::Sm90a).unwrap_err();
-        assert!(e.reason.contains("cached values"), "{e}");
+        assert_refused(&t, &p, &c, Arch::Sm90a, "cached values");
         assert_eq!(c.cached_per_thread(), u32::MAX);
         assert_eq!(
             RowConfig {
